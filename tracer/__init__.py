@@ -1,0 +1,87 @@
+"""footprint's recording core: runs as flowcharts of context snapshots in DuckDB.
+
+The public front of ``tracer``: records, the recorder, the store, and the questions it answers.
+"""
+
+from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_runs, diff_snapshots, estimate_tokens
+from ._ids import new_id
+from ._records import (
+    ContextItem,
+    Edge,
+    EdgeKind,
+    Item,
+    ItemKind,
+    Origin,
+    OriginKind,
+    Run,
+    RunStatus,
+    SnapshotEntry,
+    Stage,
+    StageKind,
+    StageStatus,
+    canonical_json,
+    content_hash,
+)
+from ._recorder import Durability, NullRecorder, Recorder, RunRecording, StageRecording
+from ._redaction import RedactionPolicy
+from ._rundata import RunData
+from ._store import DEFAULT_PATH, RunFilter, Store
+from ._why import DroppedItem, Evidence, EvidenceNode, RunSource, why
+from .errors import (
+    FootprintError,
+    NewerSchemaError,
+    NotAStoreError,
+    NotFoundError,
+    RecordingError,
+    StoreError,
+    StoreLockedError,
+    TracerError,
+)
+
+__all__ = [
+    "DEFAULT_PATH",
+    "ContextItem",
+    "DiffEntry",
+    "DroppedItem",
+    "Durability",
+    "Edge",
+    "EdgeKind",
+    "Evidence",
+    "EvidenceNode",
+    "FootprintError",
+    "Item",
+    "ItemKind",
+    "NewerSchemaError",
+    "NotAStoreError",
+    "NotFoundError",
+    "NullRecorder",
+    "Origin",
+    "OriginKind",
+    "Recorder",
+    "RecordingError",
+    "RedactionPolicy",
+    "Run",
+    "RunData",
+    "RunDivergence",
+    "RunFilter",
+    "RunRecording",
+    "RunSource",
+    "RunStatus",
+    "SnapshotDiff",
+    "SnapshotEntry",
+    "Stage",
+    "StageKind",
+    "StageRecording",
+    "StageStatus",
+    "Store",
+    "StoreError",
+    "StoreLockedError",
+    "TracerError",
+    "canonical_json",
+    "content_hash",
+    "diff_runs",
+    "diff_snapshots",
+    "estimate_tokens",
+    "new_id",
+    "why",
+]

@@ -1,0 +1,324 @@
+"""The recorder API: what the agent calls to record a run as it happens.
+
+    recorder = Recorder(store, durability="exit")
+    run = recorder.start_run(agent="assistant", input="hi", session_id="s1")
+    with run.stage("input", "user message") as stage:
+        message = stage.output(Item.of_text("user", "hi"), origin_kind="user", source="cli")
+    with run.stage("inference", "chat gpt-4o", after=[stage]) as inference:
+        inference.inputs([system_prompt, message])          # the snapshot, with origins
+        answer = inference.output(Item.of_text("assistant", "hello"))
+    run.end("answered", output="hello")
+
+Stages may be open at the same time from concurrent asyncio tasks (a parallel tool batch). Under
+``sync`` durability, closing a stage returns only once its rows are committed, so a crash after
+that point never loses it; under ``exit`` rows are written in the background in batches and flushed
+when the store closes (also at interpreter exit).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+from itertools import count
+from typing import Any
+
+from ._ids import new_id
+from ._records import ContextItem, EdgeKind, Item, Origin, OriginKind, RunStatus, StageStatus, canonical_json
+from ._redaction import RedactionPolicy
+from ._store import Store
+from ._writer import Bundle
+from .errors import RecordingError
+
+
+class Durability(StrEnum):
+    """When recorded rows become durable."""
+
+    EXIT = "exit"
+    SYNC = "sync"
+
+
+class Recorder:
+    """Records runs into a store, applying the redaction policy to everything it writes."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        durability: Durability | str = Durability.EXIT,
+        redaction: RedactionPolicy | None = None,
+    ) -> None:
+        self.store = store
+        self.durability = Durability(durability)
+        self.redaction = redaction if redaction is not None else RedactionPolicy()
+        self._redacted: dict[str, Item] = {}
+
+    @property
+    def enabled(self) -> bool:
+        """True: this recorder writes (see :class:`NullRecorder`)."""
+        return True
+
+    def start_run(
+        self,
+        *,
+        agent: str,
+        input: str,
+        session_id: str | None = None,
+        model: str | None = None,
+        labels: Iterable[str] = (),
+        attributes: dict[str, Any] | None = None,
+        forked_from_run: str | None = None,
+        forked_from_stage: str | None = None,
+        fork_edit: dict[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> RunRecording:
+        """Open a run (its row is written at once with status ``running``)."""
+        run = RunRecording(self, run_id or new_id("r"), agent, session_id)
+        policy = self.redaction
+        bundle = Bundle()
+        bundle.add(
+            "fp_run",
+            (
+                run.id, session_id, agent, RunStatus.RUNNING.value, policy.text(input), None, model, run.started_at,
+                None, 0, 0, 0.0, forked_from_run, forked_from_stage, _json(policy.value(fork_edit)),
+                list(labels), _json(policy.value(attributes or {})), _json(policy.describe()), None,
+            ),
+        )
+        self._submit(bundle)
+        return run
+
+    def stored_item(self, item: Item) -> Item:
+        """The item as it is stored: redacted when the policy changes it (cached per content hash)."""
+        if self.redaction.is_noop:
+            return item
+        cached = self._redacted.get(item.hash)
+        if cached is None:
+            body = self.redaction.value(item.body)
+            cached = item if body == item.body else Item(item.kind, body)
+            if len(self._redacted) > 100_000:
+                self._redacted.clear()
+            self._redacted[item.hash] = cached
+        return cached
+
+    def _submit(self, bundle: Bundle) -> None:
+        self.store.submit(bundle)
+        if self.durability is Durability.SYNC:
+            self.store.flush()
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, default=str)
+
+
+def _item_row(item: Item) -> tuple[Any, ...]:
+    text = item.text
+    body = None if item.body == {"text": text} else canonical_json(item.body)
+    return (item.hash, item.kind, text, body)
+
+
+class RunRecording:
+    """One run being recorded. Create with :meth:`Recorder.start_run`."""
+
+    def __init__(self, recorder: Recorder, run_id: str, agent: str, session_id: str | None) -> None:
+        self.recorder = recorder
+        self.id = run_id
+        self.agent = agent
+        self.session_id = session_id
+        self.started_at = time.time()
+        self._seq = count()
+        self._ended = False
+        self.status: str = RunStatus.RUNNING.value
+
+    @property
+    def ended(self) -> bool:
+        """True once :meth:`end` was called."""
+        return self._ended
+
+    def stage(
+        self,
+        kind: str,
+        name: str = "",
+        *,
+        after: Iterable[StageRecording | str] = (),
+        edge: EdgeKind | str = EdgeKind.NEXT,
+        parent: StageRecording | str | None = None,
+        attributes: dict[str, Any] | None = None,
+    ) -> StageRecording:
+        """Open a stage that follows the ``after`` stages by ``edge`` edges."""
+        if self._ended:
+            raise RecordingError(f"run {self.id} has ended; cannot open stage {kind} {name!r}")
+        parent_id = parent.id if isinstance(parent, StageRecording) else parent
+        stage = StageRecording(self, new_id("s"), next(self._seq), str(kind), name or str(kind), parent_id)
+        if attributes:
+            stage.attributes.update(attributes)
+        for prev in after:
+            stage.edges.append((prev.id if isinstance(prev, StageRecording) else prev, str(edge)))
+        return stage
+
+    def end(
+        self,
+        status: RunStatus | str,
+        *,
+        output: str | None = None,
+        model: str | None = None,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+        cost: float = 0.0,
+        error: str | None = None,
+        attributes: dict[str, Any] | None = None,
+    ) -> None:
+        """End the run with its status and outcome."""
+        if self._ended:
+            raise RecordingError(f"run {self.id} has already ended ({self.status})")
+        self._ended = True
+        self.status = str(status)
+        policy = self.recorder.redaction
+        bundle = Bundle()
+        bundle.run_ends.append(
+            (
+                self.id, self.status, None if output is None else policy.text(output), model, time.time(),
+                tokens_in, tokens_out, cost, None if error is None else policy.text(error),
+                _json(policy.value(attributes)) if attributes is not None else None,
+            )
+        )
+        self.recorder._submit(bundle)
+
+
+class StageRecording:
+    """One stage being recorded; closing it writes it (use it as a context manager)."""
+
+    def __init__(
+        self, run: RunRecording, stage_id: str, seq: int, kind: str, name: str, parent_id: str | None
+    ) -> None:
+        self.run = run
+        self.id = stage_id
+        self.seq = seq
+        self.kind = kind
+        self.name = name
+        self.parent_id = parent_id
+        self.started_at = time.time()
+        self.attributes: dict[str, Any] = {}
+        self.edges: list[tuple[str, str]] = []
+        self._inputs: list[tuple[ContextItem, bool, str | None]] = []
+        self._outputs: list[Item] = []
+        self._closed = False
+
+    def origin(self, kind: OriginKind | str = OriginKind.STAGE, source: str | None = None) -> Origin:
+        """An origin naming this stage (and an outside source, when ``kind`` is not ``stage``)."""
+        return Origin(str(kind), self.run.id, self.id, source)
+
+    def inputs(self, items: Sequence[ContextItem], dropped: Iterable[tuple[ContextItem, str]] = ()) -> None:
+        """Record the context this stage received, in order; ``dropped`` is what was left out and why."""
+        self._check_open()
+        self._inputs.extend((ci, True, None) for ci in items)
+        self._inputs.extend((ci, False, reason) for ci, reason in dropped)
+
+    def output(
+        self, item: Item, *, origin_kind: OriginKind | str = OriginKind.STAGE, source: str | None = None
+    ) -> ContextItem:
+        """Record an item this stage produced and return it with its origin (this stage)."""
+        self._check_open()
+        self._outputs.append(item)
+        return ContextItem(item, self.origin(origin_kind, source))
+
+    def set(self, **attributes: Any) -> None:
+        """Add attributes (model settings, usage, timing details, ...)."""
+        self.attributes.update(attributes)
+
+    def close(self, status: StageStatus | str = StageStatus.OK, error: str | None = None) -> None:
+        """Close the stage and hand its rows to the writer (and wait for them under ``sync``)."""
+        self._check_open()
+        self._closed = True
+        recorder = self.run.recorder
+        policy = recorder.redaction
+        run_id = self.run.id
+        bundle = Bundle()
+        bundle.add(
+            "fp_stage",
+            (
+                self.id, run_id, self.seq, self.kind, self.name, str(status), self.started_at, time.time(),
+                self.parent_id, _json(policy.value(self.attributes)) if self.attributes else None,
+                None if error is None else policy.text(error),
+            ),
+        )
+        for src, kind in self.edges:
+            bundle.add("fp_edge", (run_id, src, self.id, kind))
+        for position, (ci, included, dropped_by) in enumerate(self._inputs):
+            stored = recorder.stored_item(ci.item)
+            bundle.add("fp_item", _item_row(stored))
+            origin = ci.origin
+            bundle.add(
+                "fp_entry",
+                (
+                    run_id, self.id, position, stored.hash, origin.kind, origin.run_id, origin.stage_id,
+                    origin.source, included, dropped_by,
+                ),
+            )
+        for position, item in enumerate(self._outputs):
+            stored = recorder.stored_item(item)
+            bundle.add("fp_item", _item_row(stored))
+            bundle.add("fp_output", (run_id, self.id, position, stored.hash))
+        recorder._submit(bundle)
+
+    @property
+    def closed(self) -> bool:
+        """True once the stage was closed."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RecordingError(f"stage {self.kind} {self.id} of run {self.run.id} is already closed")
+
+    def __enter__(self) -> StageRecording:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if not self._closed:
+            if exc is None:
+                self.close()
+            else:
+                self.close(StageStatus.ERROR, f"{type(exc).__name__}: {exc}")
+
+
+class NullRecorder(Recorder):
+    """A recorder that records nothing: the agent's path with recording switched off."""
+
+    def __init__(self) -> None:
+        self.durability = Durability.EXIT
+        self.redaction = RedactionPolicy.none()
+        self._redacted = {}
+
+    @property
+    def enabled(self) -> bool:
+        """False: nothing is written."""
+        return False
+
+    def _submit(self, bundle: Bundle) -> None:
+        return None
+
+    def start_run(self, **kwargs: Any) -> RunRecording:
+        """A run recording whose stages and end write nothing."""
+        return _NullRun(self, kwargs.get("run_id") or new_id("r"), kwargs.get("agent", ""), kwargs.get("session_id"))
+
+
+class _NullRun(RunRecording):
+    def stage(self, kind: str, name: str = "", **kwargs: Any) -> StageRecording:
+        return _NullStage(self, new_id("s"), 0, str(kind), name or str(kind), None)
+
+    def end(self, status: RunStatus | str, **kwargs: Any) -> None:
+        self._ended = True
+        self.status = str(status)
+
+
+class _NullStage(StageRecording):
+    def inputs(self, items: Sequence[ContextItem], dropped: Iterable[tuple[ContextItem, str]] = ()) -> None:
+        return None
+
+    def output(
+        self, item: Item, *, origin_kind: OriginKind | str = OriginKind.STAGE, source: str | None = None
+    ) -> ContextItem:
+        return ContextItem(item, self.origin(origin_kind, source))
+
+    def close(self, status: StageStatus | str = StageStatus.OK, error: str | None = None) -> None:
+        self._closed = True

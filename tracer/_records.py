@@ -1,0 +1,258 @@
+"""The records of a recording: runs, stages, edges, content-addressed items and snapshots.
+
+Every value here is immutable. A :class:`ContextItem` is what the agent holds instead of a bare
+message: the content (:class:`Item`, addressed by the hash of its canonical form) plus where it came
+from (:class:`Origin`). A snapshot is the ordered list of context items an inference stage sent to
+the model, tools and settings included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class RunStatus(StrEnum):
+    """How a run ended (``running`` while it has not)."""
+
+    RUNNING = "running"
+    ANSWERED = "answered"
+    AWAITING = "awaiting"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class StageKind(StrEnum):
+    """What a node of a run's flowchart does."""
+
+    INPUT = "input"
+    PROMPT = "prompt"
+    MEMORY = "memory"
+    INFERENCE = "inference"
+    TOOL_BATCH = "tool_batch"
+    TOOL = "tool"
+    ANSWER = "answer"
+    PAUSE = "pause"
+    RESUME = "resume"
+    COMPACTION = "compaction"
+    ERROR = "error"
+    SUBAGENT = "subagent"
+
+
+class StageStatus(StrEnum):
+    """A stage's state."""
+
+    RUNNING = "running"
+    OK = "ok"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class EdgeKind(StrEnum):
+    """How one stage follows another."""
+
+    NEXT = "next"
+    FORK = "fork"
+    JOIN = "join"
+    LOOP = "loop"
+    RESUME = "resume"
+
+
+class ItemKind(StrEnum):
+    """The role a piece of content plays in a model's context."""
+
+    SYSTEM = "system"
+    PROMPT_SECTION = "prompt_section"
+    MEMORY = "memory"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    SUMMARY = "summary"
+    TOOL_DEFINITION = "tool_definition"
+    SETTINGS = "settings"
+    TEXT = "text"
+
+
+class OriginKind(StrEnum):
+    """Where a context item came from: a stage of a run, or a source outside the recording."""
+
+    STAGE = "stage"
+    USER = "user"
+    MEMORY = "memory"
+    PROMPT_SECTION = "prompt_section"
+    FILE = "file"
+    HOOK = "hook"
+    CONFIG = "config"
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical text of a JSON value: sorted keys, no spaces, UTF-8 kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def content_hash(kind: str, body: Any) -> str:
+    """The content address of an item: 128-bit BLAKE2b of its canonical form, as hex."""
+    digest = hashlib.blake2b(canonical_json([kind, body]).encode(), digest_size=16)
+    return digest.hexdigest()
+
+
+def _text_of(kind: str, body: dict[str, Any]) -> str:
+    if kind == ItemKind.TOOL_CALL:
+        args = body.get("arguments", "")
+        return f"{body.get('name', '?')}({args if isinstance(args, str) else canonical_json(args)})"
+    if kind == ItemKind.TOOL_RESULT:
+        content = body.get("content", "")
+        return content if isinstance(content, str) else canonical_json(content)
+    if kind == ItemKind.TOOL_DEFINITION:
+        return f"{body.get('name', '?')}: {body.get('description', '')}"
+    if kind == ItemKind.SETTINGS:
+        return canonical_json(body)
+    text = body.get("text", "")
+    return text if isinstance(text, str) else canonical_json(text)
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A piece of context content, stored once however many snapshots hold it.
+
+    ``body`` is a JSON object whose shape depends on ``kind``: ``{"text": ...}`` for text kinds,
+    ``{"id", "name", "arguments"}`` for a tool call, ``{"call_id", "name", "content", "is_error"}``
+    for a tool result, ``{"name", "description", "parameters"}`` for a tool definition.
+    """
+
+    kind: str
+    body: dict[str, Any]
+    hash: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.hash:
+            object.__setattr__(self, "hash", content_hash(self.kind, self.body))
+
+    @property
+    def text(self) -> str:
+        """A readable one-piece rendering of the content."""
+        return _text_of(self.kind, self.body)
+
+    @classmethod
+    def of_text(cls, kind: str, text: str, **extra: Any) -> Item:
+        """A text item of ``kind`` (user, assistant, system, memory, ...)."""
+        return cls(kind, {"text": text, **extra})
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where an item came from.
+
+    ``kind`` is :class:`OriginKind`. A stage origin names the run and stage that produced the item
+    (for history it is the earlier run that first produced it). Outside sources name the source in
+    ``source`` (a memory key, a prompt section, a file path, a hook name) and, when a stage brought
+    the item in (a memory load, a prompt composition), that stage too.
+    """
+
+    kind: str
+    run_id: str | None = None
+    stage_id: str | None = None
+    source: str | None = None
+
+    def describe(self) -> str:
+        """A short human description, e.g. ``memory profile.city (stage s-...)``."""
+        parts = [self.kind]
+        if self.source:
+            parts.append(self.source)
+        if self.stage_id:
+            parts.append(f"@ {self.stage_id}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextItem:
+    """An item together with its origin: what the agent holds instead of a bare message."""
+
+    item: Item
+    origin: Origin
+
+    @property
+    def kind(self) -> str:
+        """The item's kind."""
+        return self.item.kind
+
+    @property
+    def text(self) -> str:
+        """The item's readable text."""
+        return self.item.text
+
+    @property
+    def hash(self) -> str:
+        """The item's content address."""
+        return self.item.hash
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotEntry:
+    """One position of a stage's input list: an item, its origin, and whether it was sent.
+
+    ``included`` is False for context that was available but left out (a memory window, a prompt
+    length cap, a compaction); ``dropped_by`` then says which.
+    """
+
+    position: int
+    item_hash: str
+    origin: Origin
+    included: bool = True
+    dropped_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One request to an agent (one turn)."""
+
+    id: str
+    session_id: str | None
+    agent: str
+    status: str
+    input: str
+    output: str | None
+    model: str | None
+    started_at: float
+    ended_at: float | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+    forked_from_run: str | None = None
+    forked_from_stage: str | None = None
+    fork_edit: dict[str, Any] | None = None
+    labels: tuple[str, ...] = ()
+    attributes: dict[str, Any] = field(default_factory=dict)
+    redaction: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """A node of a run's flowchart."""
+
+    id: str
+    run_id: str
+    seq: int
+    kind: str
+    name: str
+    status: str
+    started_at: float
+    ended_at: float | None = None
+    parent_id: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """How one stage follows another in a run's flowchart."""
+
+    run_id: str
+    src: str
+    dst: str
+    kind: str

@@ -1,0 +1,77 @@
+"""The store's schema, its version, migrations and the documented SQL views.
+
+Tables are private (``fp_*``); the views are the public face that any DuckDB client may query:
+
+``runs``      one row per run: id, session_id, agent, status, input, output, model, tokens, cost,
+              times, fork source, labels.
+``stages``    one row per stage: id, run_id, seq, kind, name, status, times, duration_ms,
+              parent_id, attributes, error.
+``edges``     one row per flowchart edge: run_id, src, dst, kind.
+``context``   one row per snapshot position: run_id, stage_id, position, item_hash, kind, text,
+              body, origin_kind, origin_run, origin_stage, origin_source, included, dropped_by,
+              est_tokens. ``included = false`` rows were available but not sent.
+``outputs``   one row per item a stage produced: run_id, stage_id, position, item_hash, kind, text.
+``items``     every stored item once: hash, kind, text, body, size.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+APPLICATION = "footprint"
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS fp_meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS fp_run (
+    id VARCHAR PRIMARY KEY, session_id VARCHAR, agent VARCHAR, status VARCHAR, input VARCHAR,
+    output VARCHAR, model VARCHAR, started_at DOUBLE, ended_at DOUBLE, tokens_in BIGINT,
+    tokens_out BIGINT, cost DOUBLE, forked_from_run VARCHAR, forked_from_stage VARCHAR,
+    fork_edit VARCHAR, labels VARCHAR[], attributes VARCHAR, redaction VARCHAR, error VARCHAR
+);
+CREATE TABLE IF NOT EXISTS fp_stage (
+    id VARCHAR, run_id VARCHAR, seq INTEGER, kind VARCHAR, name VARCHAR, status VARCHAR,
+    started_at DOUBLE, ended_at DOUBLE, parent_id VARCHAR, attributes VARCHAR, error VARCHAR
+);
+CREATE TABLE IF NOT EXISTS fp_edge (run_id VARCHAR, src VARCHAR, dst VARCHAR, kind VARCHAR);
+CREATE TABLE IF NOT EXISTS fp_item (
+    hash VARCHAR PRIMARY KEY, kind VARCHAR, text VARCHAR, body VARCHAR
+);
+CREATE TABLE IF NOT EXISTS fp_entry (
+    run_id VARCHAR, stage_id VARCHAR, position INTEGER, item_hash VARCHAR, origin_kind VARCHAR,
+    origin_run VARCHAR, origin_stage VARCHAR, origin_source VARCHAR, included BOOLEAN,
+    dropped_by VARCHAR
+);
+CREATE TABLE IF NOT EXISTS fp_output (
+    run_id VARCHAR, stage_id VARCHAR, position INTEGER, item_hash VARCHAR
+);
+"""
+
+VIEWS = """
+CREATE OR REPLACE VIEW runs AS
+    SELECT id, session_id, agent, status, input, output, model,
+           to_timestamp(started_at) AS started_at, to_timestamp(ended_at) AS ended_at,
+           tokens_in, tokens_out, cost, forked_from_run, forked_from_stage, fork_edit, labels,
+           attributes, error
+    FROM fp_run;
+CREATE OR REPLACE VIEW stages AS
+    SELECT id, run_id, seq, kind, name, status,
+           to_timestamp(started_at) AS started_at, to_timestamp(ended_at) AS ended_at,
+           round((ended_at - started_at) * 1000, 3) AS duration_ms, parent_id, attributes, error
+    FROM fp_stage;
+CREATE OR REPLACE VIEW edges AS SELECT run_id, src, dst, kind FROM fp_edge;
+CREATE OR REPLACE VIEW items AS
+    SELECT hash, kind, text, coalesce(body, json_object('text', text)::VARCHAR) AS body,
+           length(text) AS size
+    FROM fp_item;
+CREATE OR REPLACE VIEW context AS
+    SELECT e.run_id, e.stage_id, e.position, e.item_hash, i.kind, i.text,
+           coalesce(i.body, json_object('text', i.text)::VARCHAR) AS body,
+           e.origin_kind, e.origin_run, e.origin_stage, e.origin_source, e.included, e.dropped_by,
+           (length(i.text) + 3) // 4 AS est_tokens
+    FROM fp_entry e JOIN fp_item i ON i.hash = e.item_hash;
+CREATE OR REPLACE VIEW outputs AS
+    SELECT o.run_id, o.stage_id, o.position, o.item_hash, i.kind, i.text
+    FROM fp_output o JOIN fp_item i ON i.hash = o.item_hash;
+"""
+
+# Each migration takes the store from version N to N+1. Add new ones at the end; never edit old ones.
+MIGRATIONS: dict[int, str] = {}

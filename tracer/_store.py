@@ -1,0 +1,325 @@
+"""The DuckDB store: opening and checking the file, the writer, and the read queries.
+
+One process writes a store file: the process that opens it for writing owns it until it closes.
+Other processes open it read-only when no writer holds it, or read through the host's read API.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import threading
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ._records import Edge, Item, Origin, Run, SnapshotEntry, Stage
+from ._rundata import RunData
+from ._schema import APPLICATION, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
+from ._writer import Bundle, Writer
+from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError
+
+DEFAULT_PATH = "footprint.duckdb"
+
+_open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_open_stores() -> None:
+    for store in list(_open_stores):
+        try:
+            store.close()
+        except Exception:  # at exit there is nobody left to tell but stderr
+            import sys
+
+            print(f"footprint: could not flush {store.path} at exit", file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs to list: every field narrows the list when set."""
+
+    session_id: str | None = None
+    agent: str | None = None
+    status: str | None = None
+    search: str | None = None
+    label: str | None = None
+
+
+def _loads(value: str | None) -> Any:
+    return json.loads(value) if value else None
+
+
+def _run_from_row(row: Sequence[Any]) -> Run:
+    return Run(
+        id=row[0], session_id=row[1], agent=row[2], status=row[3], input=row[4] or "", output=row[5],
+        model=row[6], started_at=row[7], ended_at=row[8], tokens_in=row[9] or 0, tokens_out=row[10] or 0,
+        cost=row[11] or 0.0, forked_from_run=row[12], forked_from_stage=row[13], fork_edit=_loads(row[14]),
+        labels=tuple(row[15] or ()), attributes=_loads(row[16]) or {}, redaction=_loads(row[17]) or {},
+        error=row[18],
+    )
+
+
+_RUN_COLUMNS = (
+    "id, session_id, agent, status, input, output, model, started_at, ended_at, tokens_in, tokens_out, "
+    "cost, forked_from_run, forked_from_stage, fork_edit, labels, attributes, redaction, error"
+)
+
+
+class Store:
+    """A footprint store in a DuckDB file (or in memory with ``path=":memory:"``).
+
+    Open with :meth:`open`. A writable store owns one writer thread; reads use their own cursors
+    and may run from any thread.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str, read_only: bool) -> None:
+        self._con = con
+        self.path = path
+        self.read_only = read_only
+        self._closed = False
+        self._lock = threading.Lock()
+        self._writer: Writer | None = None if read_only else Writer(con, path)
+        _open_stores.add(self)
+
+    # ----------------------------------------------------------------- opening
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] = DEFAULT_PATH, *, read_only: bool = False) -> Store:
+        """Open (or, when writable and absent, create) the store at ``path``.
+
+        Fails with a :class:`StoreError` naming the file when it is not a footprint store, is
+        corrupt, was written by a newer footprint, or is held by another process. It never
+        overwrites or recreates an existing file.
+        """
+        spath = str(path)
+        in_memory = spath == ":memory:"
+        if not in_memory:
+            file = Path(spath)
+            if read_only and not file.exists():
+                raise StoreError(f"no footprint store at {spath}: record a run first (footprint demo)")
+            if file.exists() and file.is_dir():
+                raise NotAStoreError(f"{spath} is a directory, not a footprint store")
+        try:
+            con = duckdb.connect(spath, read_only=read_only)
+        except duckdb.IOException as exc:
+            text = str(exc)
+            if "lock" in text.lower():
+                raise StoreLockedError(
+                    f"{spath} is open for writing in another process; read it through that host's "
+                    f"read API (footprint explore --host URL) or stop that process first"
+                ) from exc
+            raise NotAStoreError(f"{spath} is not a footprint store (not a readable DuckDB file: {text})") from exc
+        except duckdb.Error as exc:
+            raise NotAStoreError(f"{spath} is not a footprint store: {exc}") from exc
+        try:
+            cls._prepare(con, spath, read_only)
+        except BaseException:
+            con.close()
+            raise
+        return cls(con, spath, read_only)
+
+    @staticmethod
+    def _prepare(con: duckdb.DuckDBPyConnection, path: str, read_only: bool) -> None:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "fp_meta" not in tables:
+            if tables:
+                raise NotAStoreError(
+                    f"{path} is a DuckDB database but not a footprint store (it has tables "
+                    f"{', '.join(sorted(tables)[:5])}); pass another --db path"
+                )
+            if read_only:
+                raise NotAStoreError(f"{path} is an empty DuckDB database, not a footprint store")
+            con.execute("BEGIN TRANSACTION")
+            con.execute(TABLES)
+            con.execute(VIEWS)
+            con.execute(
+                "INSERT INTO fp_meta VALUES ('application', ?), ('schema_version', ?)",
+                [APPLICATION, str(SCHEMA_VERSION)],
+            )
+            con.execute("COMMIT")
+            return
+        meta = dict(con.execute("SELECT key, value FROM fp_meta").fetchall())
+        if meta.get("application") != APPLICATION:
+            raise NotAStoreError(f"{path} has an fp_meta table but was not written by footprint")
+        version = int(meta.get("schema_version", "0"))
+        if version > SCHEMA_VERSION:
+            raise NewerSchemaError(
+                f"{path} uses store schema {version}, newer than this footprint reads ({SCHEMA_VERSION}); "
+                f"upgrade footprint to open it"
+            )
+        if version < SCHEMA_VERSION:
+            if read_only:
+                raise StoreError(
+                    f"{path} uses store schema {version}; open it once for writing to migrate it to {SCHEMA_VERSION}"
+                )
+            con.execute("BEGIN TRANSACTION")
+            for step in range(version, SCHEMA_VERSION):
+                con.execute(MIGRATIONS[step])
+            con.execute(VIEWS)
+            con.execute("UPDATE fp_meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+            con.execute("COMMIT")
+
+    # ----------------------------------------------------------------- writing
+
+    def submit(self, bundle: Bundle) -> None:
+        """Queue rows for the writer thread (blocks while its queue is full)."""
+        if self._writer is None:
+            raise StoreError(f"{self.path} was opened read-only; open it writable to record")
+        self._writer.submit(bundle)
+
+    def flush(self) -> None:
+        """Return once everything submitted so far is committed."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Flush, stop the writer and close the file."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            if self._writer is not None:
+                self._writer.close()
+                self._con.execute("CHECKPOINT")
+        finally:
+            self._con.close()
+            _open_stores.discard(self)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- reading
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for reading from any thread; close it when done."""
+        if self._closed:
+            raise StoreError(f"{self.path} is closed")
+        return self._con.cursor()
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a read-only SQL query against the store's views and return the rows."""
+        cur = self.cursor()
+        try:
+            return cur.execute(sql, list(params)).fetchall()
+        finally:
+            cur.close()
+
+    def resolve_run_id(self, ref: str) -> str:
+        """The full id of the run ``ref`` names: an id, a unique id prefix, or ``last``."""
+        if ref in ("last", "latest"):
+            rows = self.query("SELECT id FROM fp_run ORDER BY started_at DESC, id DESC LIMIT 1")
+            if not rows:
+                raise NotFoundError(f"{self.path} has no runs yet")
+            return str(rows[0][0])
+        rows = self.query("SELECT id FROM fp_run WHERE id = ? OR starts_with(id, ?) LIMIT 3", [ref, ref])
+        exact = [r[0] for r in rows if r[0] == ref]
+        if exact:
+            return str(exact[0])
+        if not rows:
+            raise NotFoundError(f"no run matches {ref!r} in {self.path} (footprint runs lists them)")
+        if len(rows) > 1:
+            raise NotFoundError(f"{ref!r} matches several runs in {self.path}; give more of the id")
+        return str(rows[0][0])
+
+    def list_runs(self, where: RunFilter = RunFilter(), *, limit: int = 50, offset: int = 0) -> list[Run]:
+        """Runs, newest first."""
+        sql, params = self._run_where(where)
+        rows = self.query(
+            f"SELECT {_RUN_COLUMNS} FROM fp_run {sql} ORDER BY started_at DESC, id DESC LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+        return [_run_from_row(r) for r in rows]
+
+    def count_runs(self, where: RunFilter = RunFilter()) -> int:
+        """How many runs match."""
+        sql, params = self._run_where(where)
+        return int(self.query(f"SELECT count(*) FROM fp_run {sql}", params)[0][0])
+
+    @staticmethod
+    def _run_where(where: RunFilter) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column, value in (("session_id", where.session_id), ("agent", where.agent), ("status", where.status)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if where.label is not None:
+            clauses.append("list_contains(labels, ?)")
+            params.append(where.label)
+        if where.search:
+            clauses.append("(input ILIKE ? OR output ILIKE ? OR id ILIKE ?)")
+            needle = f"%{where.search}%"
+            params += [needle, needle, needle]
+        return (("WHERE " + " AND ".join(clauses)) if clauses else ""), params
+
+    def get_run(self, run_id: str) -> Run:
+        """One run by exact id."""
+        rows = self.query(f"SELECT {_RUN_COLUMNS} FROM fp_run WHERE id = ?", [run_id])
+        if not rows:
+            raise NotFoundError(f"no run {run_id} in {self.path}")
+        return _run_from_row(rows[0])
+
+    def session_runs(self, session_id: str) -> list[Run]:
+        """The runs of a session, oldest first."""
+        rows = self.query(
+            f"SELECT {_RUN_COLUMNS} FROM fp_run WHERE session_id = ? ORDER BY started_at, id", [session_id]
+        )
+        return [_run_from_row(r) for r in rows]
+
+    def load_run(self, run_id: str) -> RunData:
+        """Everything recorded about one run."""
+        run = self.get_run(run_id)
+        cur = self.cursor()
+        try:
+            stage_rows = cur.execute(
+                "SELECT id, run_id, seq, kind, name, status, started_at, ended_at, parent_id, attributes, error "
+                "FROM fp_stage WHERE run_id = ? ORDER BY seq",
+                [run_id],
+            ).fetchall()
+            edge_rows = cur.execute("SELECT run_id, src, dst, kind FROM fp_edge WHERE run_id = ?", [run_id]).fetchall()
+            entry_rows = cur.execute(
+                "SELECT stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source, "
+                "included, dropped_by FROM fp_entry WHERE run_id = ? ORDER BY stage_id, position",
+                [run_id],
+            ).fetchall()
+            output_rows = cur.execute(
+                "SELECT stage_id, item_hash FROM fp_output WHERE run_id = ? ORDER BY stage_id, position", [run_id]
+            ).fetchall()
+        finally:
+            cur.close()
+        stages = [
+            Stage(
+                id=r[0], run_id=r[1], seq=r[2], kind=r[3], name=r[4], status=r[5], started_at=r[6],
+                ended_at=r[7], parent_id=r[8], attributes=_loads(r[9]) or {}, error=r[10],
+            )
+            for r in stage_rows
+        ]
+        data = RunData(run=run, stages=stages, edges=[Edge(*r) for r in edge_rows])
+        for r in entry_rows:
+            data.inputs.setdefault(r[0], []).append(
+                SnapshotEntry(r[1], r[2], Origin(r[3], r[4], r[5], r[6]), bool(r[7]), r[8])
+            )
+        for r in output_rows:
+            data.outputs.setdefault(r[0], []).append(r[1])
+        wanted = {e.item_hash for es in data.inputs.values() for e in es}
+        wanted.update(h for hs in data.outputs.values() for h in hs)
+        data.items = self.items(wanted)
+        return data
+
+    def items(self, hashes: Iterable[str]) -> dict[str, Item]:
+        """The stored items with these hashes."""
+        wanted = list(set(hashes))
+        if not wanted:
+            return {}
+        rows = self.query("SELECT hash, kind, text, body FROM fp_item WHERE hash IN (SELECT unnest(?))", [wanted])
+        return {r[0]: Item(r[1], json.loads(r[3]) if r[3] else {"text": r[2]}, r[0]) for r in rows}

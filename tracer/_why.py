@@ -1,0 +1,202 @@
+"""`why`: the backward walk from an answer (or any item) to the context that produced it.
+
+The walk goes item -> the stage that produced it -> that stage's inputs (for an inference, its
+snapshot) -> each input's origin -> ..., across the runs of a session: history items point at the
+earlier run that first produced them. Every node names a stored item or stage. Shared ancestry is
+walked once; later mentions are marked ``seen``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ._records import Item, Origin, OriginKind
+from ._rundata import RunData
+from .errors import NotFoundError
+
+
+class RunSource(Protocol):
+    """Where `why` reads recordings from: a :class:`Store`, or the host's read API client."""
+
+    def load_run(self, run_id: str) -> RunData:
+        """Everything recorded about one run."""
+        ...
+
+
+@dataclass
+class EvidenceNode:
+    """A node of the evidence graph: an item (with the origin it had there) or a stage."""
+
+    node: str  # "item" | "stage"
+    run_id: str | None
+    stage_id: str | None = None
+    stage_kind: str | None = None
+    stage_name: str | None = None
+    item_hash: str | None = None
+    item_kind: str | None = None
+    text: str | None = None
+    origin: Origin | None = None
+    seen: bool = False
+    children: list[EvidenceNode] = field(default_factory=list)
+
+    def walk(self, depth: int = 0) -> Iterator[tuple[int, EvidenceNode]]:
+        """Every node below and including this one, depth first, with its depth."""
+        yield depth, self
+        for child in self.children:
+            yield from child.walk(depth + 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        out: dict[str, Any] = {"node": self.node, "run_id": self.run_id}
+        if self.node == "stage":
+            out.update(stage_id=self.stage_id, stage_kind=self.stage_kind, stage_name=self.stage_name)
+        else:
+            out.update(item_hash=self.item_hash, item_kind=self.item_kind, text=self.text)
+            if self.origin is not None:
+                out["origin"] = {
+                    "kind": self.origin.kind, "run_id": self.origin.run_id,
+                    "stage_id": self.origin.stage_id, "source": self.origin.source,
+                }
+        if self.seen:
+            out["seen"] = True
+        if self.children:
+            out["children"] = [c.to_dict() for c in self.children]
+        return out
+
+
+@dataclass
+class DroppedItem:
+    """Context that was available to a stage but not sent, and what left it out."""
+
+    run_id: str
+    stage_id: str
+    item_hash: str
+    item_kind: str
+    text: str
+    origin: Origin
+    dropped_by: str
+
+
+@dataclass
+class Evidence:
+    """The result of `why`: the evidence tree, what was left out of context, and the runs visited."""
+
+    root: EvidenceNode
+    not_in_context: list[DroppedItem]
+    runs: list[str]
+
+    def items(self) -> list[EvidenceNode]:
+        """Every item node (first mention of each), in walk order."""
+        return [n for _, n in self.root.walk() if n.node == "item" and not n.seen]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        return {
+            "root": self.root.to_dict(),
+            "not_in_context": [
+                {
+                    "run_id": d.run_id, "stage_id": d.stage_id, "item_hash": d.item_hash,
+                    "item_kind": d.item_kind, "text": d.text, "dropped_by": d.dropped_by,
+                    "origin": {"kind": d.origin.kind, "run_id": d.origin.run_id,
+                               "stage_id": d.origin.stage_id, "source": d.origin.source},
+                }
+                for d in self.not_in_context
+            ],
+            "runs": self.runs,
+        }
+
+
+class _Walker:
+    def __init__(self, source: RunSource, max_depth: int) -> None:
+        self._source = source
+        self._runs: dict[str, RunData] = {}
+        self._seen_stages: set[str] = set()
+        self._max_depth = max_depth
+        self.dropped: list[DroppedItem] = []
+
+    def run(self, run_id: str) -> RunData:
+        data = self._runs.get(run_id)
+        if data is None:
+            data = self._source.load_run(run_id)
+            self._runs[run_id] = data
+        return data
+
+    def visited_runs(self) -> list[str]:
+        return list(self._runs)
+
+    def item_node(self, item: Item | None, item_hash: str, origin: Origin, depth: int) -> EvidenceNode:
+        node = EvidenceNode(
+            "item", origin.run_id, origin.stage_id, item_hash=item_hash,
+            item_kind=item.kind if item else None, text=item.text if item else None, origin=origin,
+        )
+        if origin.stage_id and origin.run_id and depth < self._max_depth:
+            stage_node = self.stage_node(origin.run_id, origin.stage_id, depth + 1)
+            if stage_node is not None:
+                node.children.append(stage_node)
+        return node
+
+    def stage_node(self, run_id: str, stage_id: str, depth: int) -> EvidenceNode | None:
+        try:
+            data = self.run(run_id)
+            stage = data.stage(stage_id)
+        except (NotFoundError, KeyError):
+            return None
+        node = EvidenceNode("stage", run_id, stage_id, stage.kind, stage.name)
+        if stage_id in self._seen_stages:
+            node.seen = True
+            return node
+        self._seen_stages.add(stage_id)
+        for entry in data.inputs.get(stage_id, []):
+            item = data.items.get(entry.item_hash)
+            if not entry.included:
+                self.dropped.append(
+                    DroppedItem(run_id, stage_id, entry.item_hash, item.kind if item else "?",
+                                item.text if item else "", entry.origin, entry.dropped_by or "unknown")
+                )
+                continue
+            if depth < self._max_depth:
+                node.children.append(self.item_node(item, entry.item_hash, entry.origin, depth + 1))
+        return node
+
+
+def why(
+    source: RunSource,
+    run_id: str,
+    item: str | None = None,
+    *,
+    max_depth: int = 64,
+    on_run: Callable[[str], None] | None = None,
+) -> Evidence:
+    """The evidence graph for the answer of ``run_id`` (or for the item whose hash starts with ``item``).
+
+    Raises :class:`NotFoundError` when the run has no answer or no such item.
+    """
+    walker = _Walker(source, max_depth)
+    data = walker.run(run_id)
+    if item is None:
+        target = data.answer_hash()
+        if target is None:
+            raise NotFoundError(f"run {run_id} has no answer to explain (status {data.run.status}); pass --item")
+    else:
+        target = _resolve_item(data, item)
+    producer = data.producer_of(target)
+    if producer is not None:
+        origin = Origin(OriginKind.STAGE, run_id, producer.id)
+    else:
+        origin = next(
+            (e.origin for es in data.inputs.values() for e in es if e.item_hash == target),
+            Origin(OriginKind.STAGE, run_id, None),
+        )
+    root = walker.item_node(data.items.get(target), target, origin, 0)
+    return Evidence(root, walker.dropped, walker.visited_runs())
+
+
+def _resolve_item(data: RunData, ref: str) -> str:
+    matches = {h for h in data.items if h.startswith(ref)}
+    if not matches:
+        raise NotFoundError(f"run {data.run.id} holds no item whose hash starts with {ref!r}")
+    if len(matches) > 1:
+        raise NotFoundError(f"{ref!r} matches {len(matches)} items of run {data.run.id}; give more of the hash")
+    return matches.pop()

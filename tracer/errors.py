@@ -1,0 +1,45 @@
+"""Errors raised by the recording core.
+
+    FootprintError                 root of every footprint error (all packages)
+    └── TracerError
+        ├── StoreError             a store file cannot be opened, read or written
+        │   ├── NotAStoreError     the file is not a footprint store (or not DuckDB at all)
+        │   ├── NewerSchemaError   the store was written by a newer footprint
+        │   └── StoreLockedError   another process holds the store for writing
+        ├── NotFoundError          a run, stage or item id matches nothing (or more than one)
+        └── RecordingError         the recorder was misused (closed stage, ended run, ...)
+"""
+
+from __future__ import annotations
+
+
+class FootprintError(Exception):
+    """Root of every error footprint raises on purpose."""
+
+
+class TracerError(FootprintError):
+    """An error of the recording core."""
+
+
+class StoreError(TracerError):
+    """A store file cannot be opened, read or written."""
+
+
+class NotAStoreError(StoreError):
+    """The file exists but is not a footprint store."""
+
+
+class NewerSchemaError(StoreError):
+    """The store's schema is newer than this footprint understands."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store open for writing."""
+
+
+class NotFoundError(TracerError):
+    """An id matched no record, or a prefix matched more than one."""
+
+
+class RecordingError(TracerError):
+    """The recorder API was used out of order."""
