@@ -1,0 +1,54 @@
+"""footprint's agent framework: the Agent, its loop, tools, memory, prompt composer and providers.
+
+Every run an Agent makes is recorded through ``tracer`` with the origin of every context item.
+"""
+
+from ._agent import Agent, Approval, ModelSettings
+from ._events import (
+    AgentEvent,
+    InferenceFinished,
+    PauseState,
+    RunFinished,
+    RunResult,
+    TextDeltaEvent,
+    ToolFinished,
+    ToolStarted,
+)
+from ._facts import Fact, FactStore, InMemoryFacts
+from ._hooks import Feature, Hooks, RunContext
+from ._memory import Conversation, ConversationMemory, MemoryStats, estimate_item_tokens
+from ._prompt import ComposedPrompt, PromptComposer, PromptContext, Section
+from ._tools import PauseRun, Tool, ToolRegistry, result_text, tool
+
+__all__ = [
+    "Agent",
+    "AgentEvent",
+    "Approval",
+    "ComposedPrompt",
+    "Conversation",
+    "ConversationMemory",
+    "Fact",
+    "FactStore",
+    "Feature",
+    "Hooks",
+    "InMemoryFacts",
+    "InferenceFinished",
+    "MemoryStats",
+    "ModelSettings",
+    "PauseRun",
+    "PauseState",
+    "PromptComposer",
+    "PromptContext",
+    "RunContext",
+    "RunFinished",
+    "RunResult",
+    "Section",
+    "TextDeltaEvent",
+    "Tool",
+    "ToolFinished",
+    "ToolRegistry",
+    "ToolStarted",
+    "estimate_item_tokens",
+    "result_text",
+    "tool",
+]

@@ -21,6 +21,8 @@ from ._records import (
     StageStatus,
     canonical_json,
     content_hash,
+    context_item_from_dict,
+    context_item_to_dict,
 )
 from ._recorder import Durability, NullRecorder, Recorder, RunRecording, StageRecording
 from ._redaction import RedactionPolicy
@@ -79,6 +81,8 @@ __all__ = [
     "TracerError",
     "canonical_json",
     "content_hash",
+    "context_item_from_dict",
+    "context_item_to_dict",
     "diff_runs",
     "diff_snapshots",
     "estimate_tokens",

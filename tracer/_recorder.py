@@ -88,6 +88,18 @@ class Recorder:
         self._submit(bundle)
         return run
 
+    def continue_run(
+        self, run_id: str, *, agent: str, session_id: str | None = None, next_seq: int = 0
+    ) -> RunRecording:
+        """Reopen a run that paused (status back to ``running``); its stages continue at ``next_seq``."""
+        run = RunRecording(self, run_id, agent, session_id, first_seq=next_seq)
+        bundle = Bundle()
+        bundle.run_ends.append(
+            (run_id, RunStatus.RUNNING.value, None, None, None, None, None, None, None, None)
+        )
+        self._submit(bundle)
+        return run
+
     def stored_item(self, item: Item) -> Item:
         """The item as it is stored: redacted when the policy changes it (cached per content hash)."""
         if self.redaction.is_noop:
@@ -120,13 +132,16 @@ def _item_row(item: Item) -> tuple[Any, ...]:
 class RunRecording:
     """One run being recorded. Create with :meth:`Recorder.start_run`."""
 
-    def __init__(self, recorder: Recorder, run_id: str, agent: str, session_id: str | None) -> None:
+    def __init__(
+        self, recorder: Recorder, run_id: str, agent: str, session_id: str | None, *, first_seq: int = 0
+    ) -> None:
         self.recorder = recorder
         self.id = run_id
         self.agent = agent
         self.session_id = session_id
         self.started_at = time.time()
-        self._seq = count()
+        self._seq = count(first_seq)
+        self._next = first_seq
         self._ended = False
         self.status: str = RunStatus.RUNNING.value
 
@@ -134,6 +149,11 @@ class RunRecording:
     def ended(self) -> bool:
         """True once :meth:`end` was called."""
         return self._ended
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence number the next stage will get (a resumed run continues from it)."""
+        return self._next
 
     def stage(
         self,
@@ -149,7 +169,9 @@ class RunRecording:
         if self._ended:
             raise RecordingError(f"run {self.id} has ended; cannot open stage {kind} {name!r}")
         parent_id = parent.id if isinstance(parent, StageRecording) else parent
-        stage = StageRecording(self, new_id("s"), next(self._seq), str(kind), name or str(kind), parent_id)
+        seq = next(self._seq)
+        self._next = seq + 1
+        stage = StageRecording(self, new_id("s"), seq, str(kind), name or str(kind), parent_id)
         if attributes:
             stage.attributes.update(attributes)
         for prev in after:

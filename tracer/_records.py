@@ -256,3 +256,26 @@ class Edge:
     src: str
     dst: str
     kind: str
+
+
+def context_item_to_dict(ci: ContextItem) -> dict[str, Any]:
+    """The JSON form of a context item (memory export, session envelopes, recorded exchanges)."""
+    origin = ci.origin
+    out: dict[str, Any] = {"kind": ci.item.kind, "body": ci.item.body, "origin": {"kind": origin.kind}}
+    for key in ("run_id", "stage_id", "source"):
+        value = getattr(origin, key)
+        if value is not None:
+            out["origin"][key] = value
+    return out
+
+
+def context_item_from_dict(data: dict[str, Any]) -> ContextItem:
+    """A context item from its JSON form; a ValueError says what is missing."""
+    try:
+        origin = data["origin"]
+        return ContextItem(
+            Item(str(data["kind"]), dict(data["body"])),
+            Origin(str(origin["kind"]), origin.get("run_id"), origin.get("stage_id"), origin.get("source")),
+        )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a context item (needs kind, body and origin.kind): {exc!r}") from exc

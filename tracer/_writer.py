@@ -166,7 +166,8 @@ class Writer:
                 if rows:
                     self._insert_columns(table, rows)
             if run_ends:
-                self._update_run_ends(run_ends)
+                # a run may be ended, continued and ended again within one batch: the last word wins
+                self._update_run_ends(list({row[0]: row for row in run_ends}.values()))
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -195,7 +196,10 @@ class Writer:
     def _update_run_ends(self, rows: list[tuple[Any, ...]]) -> None:
         columns = list(zip(*rows, strict=True))
         params = ", ".join(f"unnest(${i + 1}) AS {name}" for i, name in enumerate(RUN_END_COLUMNS))
-        sets = ", ".join(f"{name} = u.{name}" for name in RUN_END_COLUMNS[1:])
+        sets = ", ".join(
+            f"{name} = coalesce(u.{name}, fp_run.{name})" if name == "attributes" else f"{name} = u.{name}"
+            for name in RUN_END_COLUMNS[1:]
+        )
         self._con.execute(
             f"UPDATE fp_run SET {sets} FROM (SELECT {params}) u WHERE fp_run.id = u.id",
             [list(c) for c in columns],

@@ -1,0 +1,32 @@
+# The two commands: `make demo` and `make test`. Both create .venv and install the project on first
+# use; the stamp file makes later runs skip the install until pyproject.toml changes.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "footprint needs Python 3.11 or newer (found " + sys.version.split()[0] + ")")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "Installing footprint and its dependencies into $(VENV) (first run only)..."
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	@$(BIN)/footprint demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+	$(BIN)/lint-imports
+	$(BIN)/ruff check tracer agent hosting explorer tests bench
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python bench/record.py
+	$(BIN)/python bench/loop.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache footprint.duckdb

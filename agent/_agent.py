@@ -1,0 +1,235 @@
+"""The Agent: persona, memory, tools and a provider; `run()`, `stream()`, `resume()`, `cancel()`.
+
+Every run goes through the recorder: the input, the memory load, the prompt composition, each
+inference with its full snapshot, each tool call inside a fork/join batch, and the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tracer import ContextItem, Item, ItemKind, NullRecorder, Origin, OriginKind, Recorder
+
+from ._events import AgentEvent, PauseState, RunFinished, RunResult
+from ._facts import FactStore
+from ._hooks import Feature, Hooks
+from ._memory import ConversationMemory
+from ._prompt import PromptComposer
+from ._tools import Tool, ToolRegistry
+from .errors import AgentBusyError, UserError
+from .providers import Provider, ToolCall
+from .providers._pricing import Price
+
+#: approve(call, tool) -> bool (or awaitable bool); may raise PauseRun to ask a person.
+Approval = Callable[[ToolCall, Tool], bool | Awaitable[bool]]
+
+
+@dataclass
+class ModelSettings:
+    """Settings sent with every inference (recorded in each snapshot)."""
+
+    model: str = ""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_body(self, provider: Provider) -> dict[str, Any]:
+        """The settings item's body."""
+        body: dict[str, Any] = {"model": self.model or getattr(provider, "model", "") or provider.name}
+        for key in ("temperature", "max_tokens", "top_p", "seed"):
+            value = getattr(self, key)
+            if value is not None:
+                body[key] = value
+        body.update(self.extra)
+        return body
+
+
+class Agent:
+    """A configurable agent: persona, conversation memory, tools, and a swappable provider.
+
+    ``tools`` are Tool objects; ``tool_names`` are resolved against ``registry`` (the registry
+    decides what a name does). ``facts`` (with ``user_id``) are injected into the prompt as memory.
+    ``recorder`` records every run (``None``: nothing is recorded).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        provider: Provider,
+        persona: str = "You are a helpful assistant.",
+        discloses_ai: bool = True,
+        model: str | ModelSettings | None = None,
+        tools: Sequence[Tool] = (),
+        tool_names: Sequence[str] = (),
+        registry: ToolRegistry | None = None,
+        memory: ConversationMemory | None = None,
+        conversation_id: str | None = None,
+        session_id: str | None = None,
+        facts: FactStore | None = None,
+        user_id: str | None = None,
+        composer: PromptComposer | None = None,
+        custom_instructions: Sequence[str] = (),
+        capabilities: Sequence[str] = (),
+        workspace: str | None = None,
+        autonomy: str | None = None,
+        clock: Callable[[], datetime] | None = None,
+        recorder: Recorder | None = None,
+        max_turns: int = 50,
+        max_tool_calls: int = 200,
+        approve: Approval | None = None,
+        hooks: Hooks | None = None,
+        features: Sequence[Feature] = (),
+        stream_inference: bool = False,
+        prices: dict[str, Price] | None = None,
+        labels: Sequence[str] = (),
+    ) -> None:
+        if not name:
+            raise UserError("an agent needs a name")
+        if max_turns < 1 or max_tool_calls < 0:
+            raise UserError(f"agent {name}: max_turns must be >= 1 and max_tool_calls >= 0")
+        self.name = name
+        self.provider = provider
+        self.persona = persona
+        self.discloses_ai = discloses_ai
+        self.settings = model if isinstance(model, ModelSettings) else ModelSettings(model or "")
+        resolved = list(tools)
+        if tool_names:
+            if registry is None:
+                raise UserError(f"agent {name}: tool_names {list(tool_names)} need a registry to resolve them")
+            resolved += registry.resolve(tool_names)
+        for feature in features:
+            resolved += feature.tools
+        names = [t.name for t in resolved]
+        duplicates = {n for n in names if names.count(n) > 1}
+        if duplicates:
+            raise UserError(f"agent {name}: more than one tool named {', '.join(sorted(duplicates))}")
+        self.tools: dict[str, Tool] = {t.name: t for t in resolved}
+        self.memory = memory or ConversationMemory()
+        self.conversation_id = conversation_id or uuid.uuid4().hex
+        if not self.memory.has(self.conversation_id):
+            self.memory.create(persona, id=self.conversation_id)
+        self.session_id = session_id
+        self.facts = facts
+        self.user_id = user_id
+        self.composer = composer or PromptComposer()
+        self.custom_instructions = list(custom_instructions)
+        self.capabilities = list(capabilities)
+        self.workspace = workspace
+        self.autonomy = autonomy
+        self.clock = clock
+        self.recorder: Recorder = recorder if recorder is not None else NullRecorder()
+        self.max_turns = max_turns
+        self.max_tool_calls = max_tool_calls
+        self.approve = approve
+        self.features = list(features)
+        self.hooks = Hooks.merge([h for h in [hooks, *(f.hooks for f in features)] if h is not None])
+        self.stream_inference = stream_inference
+        self.prices = prices
+        self.labels = tuple(labels) + tuple(getattr(provider, "labels", ()))
+        self._task: asyncio.Task[RunResult] | None = None
+        self._cached_static: list[ContextItem] | None = None
+
+    # ------------------------------------------------------------------ static context
+
+    def static_context(self) -> list[ContextItem]:
+        """The tool definitions and settings every inference offers (origin: the agent's config)."""
+        if self._cached_static is None:
+            items = [
+                ContextItem(t.definition(), Origin(OriginKind.CONFIG, source=f"tool:{t.name}"))
+                for t in self.tools.values()
+            ]
+            settings = Item(ItemKind.SETTINGS, self.settings.as_body(self.provider))
+            items.append(ContextItem(settings, Origin(OriginKind.CONFIG, source="settings")))
+            self._cached_static = items
+        return self._cached_static
+
+    def feature_sections(self) -> list[tuple[str, str]]:
+        """Instructions contributed by features, as (name, text) prompt sections."""
+        return [(f"feature:{f.name}", f.instructions) for f in self.features if f.instructions]
+
+    # ------------------------------------------------------------------ running
+
+    @property
+    def busy(self) -> bool:
+        """True while a run is in flight on this instance."""
+        return self._task is not None and not self._task.done()
+
+    async def run(self, message: str) -> RunResult:
+        """Run one turn: the answer, status, run id and usage. Failures end the run; they are not raised."""
+        return await self._start(message, None, None, emit=None)
+
+    async def resume(self, pause: PauseState | dict[str, Any], decision: str) -> RunResult:
+        """Continue a paused run with a person's ``decision``; earlier tool calls are not re-run."""
+        state = pause if isinstance(pause, PauseState) else PauseState.from_dict(pause)
+        return await self._start(decision, state, None, emit=None)
+
+    async def stream(self, message: str, *, pause: PauseState | None = None) -> AsyncIterator[AgentEvent]:
+        """Run one turn, yielding events (text deltas, tool calls, ...) and finally :class:`RunFinished`."""
+        queue: asyncio.Queue[AgentEvent] = asyncio.Queue()
+        runner = asyncio.ensure_future(self._start(message, pause, None, emit=queue.put_nowait))
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, runner}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    event = getter.result()
+                    yield event
+                    if isinstance(event, RunFinished):
+                        return
+                else:
+                    getter.cancel()
+                    while not queue.empty():
+                        event = queue.get_nowait()
+                        yield event
+                        if isinstance(event, RunFinished):
+                            return
+                    yield RunFinished(runner.result())
+                    return
+        finally:
+            if not runner.done():
+                runner.cancel()
+
+    def cancel(self) -> bool:
+        """Abort the run in flight (its model request and running tools); True when one was running."""
+        if self.busy:
+            assert self._task is not None
+            self._task.cancel()
+            return True
+        return False
+
+    async def _start(
+        self, message: str, pause: PauseState | None, _unused: None, emit: Callable[[AgentEvent], None] | None
+    ) -> RunResult:
+        if self.busy:
+            raise AgentBusyError(
+                f"agent {self.name} is already running a turn; wait for it, or use one instance per session"
+            )
+        from ._loop import RunLoop
+
+        loop = RunLoop(self, emit)
+        self._task = asyncio.ensure_future(loop.execute(message, pause))
+        try:
+            result = await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            # our caller was cancelled: stop the run too, and let it record itself as cancelled
+            self._task.cancel()
+            raise
+        if emit is not None:
+            emit(RunFinished(result))
+        return result
+
+    async def close(self, reason: str = "closed") -> None:
+        """Close every tool that holds resources (``reason``: closed, evicted, ...)."""
+        for t in self.tools.values():
+            if t.close is not None:
+                value = t.close(reason)
+                if asyncio.iscoroutine(value):
+                    await value

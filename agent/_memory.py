@@ -1,0 +1,205 @@
+"""Conversation memory: several conversations of context items, windowed by a token budget.
+
+Messages are kept as :class:`tracer.ContextItem`, so a message restored from a session store still
+names the run and stage that first produced it. :meth:`ConversationMemory.context` returns what
+fits the budget (oldest dropped first, a tool result never separated from its call) and what was
+left out, which the recorder stores as "not in context".
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracer import ContextItem, ItemKind, context_item_from_dict, context_item_to_dict
+
+from .errors import UserError
+
+DROPPED_BY_WINDOW = "memory_window"
+_CALL_OVERHEAD_CHARS = 50
+
+
+def estimate_item_tokens(ci: ContextItem) -> int:
+    """About four characters a token; tool calls and results carry 50 characters of overhead."""
+    chars = len(ci.item.text)
+    if ci.item.kind in (ItemKind.TOOL_CALL, ItemKind.TOOL_RESULT):
+        chars += _CALL_OVERHEAD_CHARS
+    return (chars + 3) // 4
+
+
+@dataclass
+class Conversation:
+    """One conversation: its messages (as context items), system prompt and metadata."""
+
+    id: str
+    system_prompt: str | None = None
+    messages: list[ContextItem] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form (what :meth:`ConversationMemory.export` writes)."""
+        return {
+            "format": "footprint.conversation/1",
+            "id": self.id,
+            "system_prompt": self.system_prompt,
+            "metadata": self.metadata,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "messages": [context_item_to_dict(m) for m in self.messages],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Conversation:
+        """A conversation from its JSON form; a ValueError says what is wrong."""
+        if not isinstance(data, dict) or data.get("format") != "footprint.conversation/1":
+            raise ValueError("not a footprint conversation (format footprint.conversation/1 expected)")
+        try:
+            messages = [context_item_from_dict(m) for m in data["messages"]]
+            return cls(
+                id=str(data["id"]), system_prompt=data.get("system_prompt"), messages=messages,
+                metadata=dict(data.get("metadata") or {}), created_at=float(data.get("created_at") or time.time()),
+                updated_at=float(data.get("updated_at") or time.time()),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"conversation {data.get('id')!r} is malformed: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    """A conversation's size and last activity."""
+
+    message_count: int
+    estimated_tokens: int
+    last_activity: float
+
+
+class ConversationMemory:
+    """Conversations in memory, with a token budget (``max_tokens``) and a message cap per context."""
+
+    def __init__(self, *, max_tokens: int = 100_000, max_messages: int | None = None) -> None:
+        self.max_tokens = max_tokens
+        self.max_messages = max_messages
+        self._conversations: dict[str, Conversation] = {}
+
+    def create(
+        self, system_prompt: str | None = None, metadata: dict[str, Any] | None = None, *, id: str | None = None
+    ) -> Conversation:
+        """A new empty conversation."""
+        conv = Conversation(id or uuid.uuid4().hex, system_prompt, metadata=dict(metadata or {}))
+        self._conversations[conv.id] = conv
+        return conv
+
+    def get(self, conversation_id: str) -> Conversation | None:
+        """The conversation, or None."""
+        return self._conversations.get(conversation_id)
+
+    def require(self, conversation_id: str) -> Conversation:
+        """The conversation; a :class:`UserError` names it when absent."""
+        conv = self._conversations.get(conversation_id)
+        if conv is None:
+            raise UserError(f"no conversation {conversation_id!r} in memory")
+        return conv
+
+    def has(self, conversation_id: str) -> bool:
+        """True when the conversation exists."""
+        return conversation_id in self._conversations
+
+    def delete(self, conversation_id: str) -> bool:
+        """Remove a conversation; True when it existed."""
+        return self._conversations.pop(conversation_id, None) is not None
+
+    def clear(self) -> None:
+        """Remove every conversation."""
+        self._conversations.clear()
+
+    def ids(self) -> list[str]:
+        """Every conversation id."""
+        return list(self._conversations)
+
+    def fork(self, conversation_id: str) -> Conversation:
+        """A deep copy under a new id, with ``forked_from`` in its metadata."""
+        source = self.require(conversation_id)
+        conv = copy.deepcopy(source)
+        conv.id = uuid.uuid4().hex
+        conv.metadata["forked_from"] = source.id
+        conv.created_at = conv.updated_at = time.time()
+        self._conversations[conv.id] = conv
+        return conv
+
+    def add(self, conversation_id: str, *items: ContextItem) -> Conversation:
+        """Append messages."""
+        conv = self.require(conversation_id)
+        conv.messages.extend(items)
+        conv.updated_at = time.time()
+        return conv
+
+    def clear_messages(self, conversation_id: str) -> None:
+        """Drop every message of a conversation, keeping it."""
+        self.require(conversation_id).messages.clear()
+
+    def update_system_prompt(self, conversation_id: str, system_prompt: str) -> None:
+        """Replace the conversation's system prompt."""
+        self.require(conversation_id).system_prompt = system_prompt
+
+    def update_metadata(self, conversation_id: str, metadata: dict[str, Any]) -> None:
+        """Merge into the conversation's metadata."""
+        self.require(conversation_id).metadata.update(metadata)
+
+    def context(self, conversation_id: str) -> tuple[list[ContextItem], list[ContextItem]]:
+        """The messages that fit the budget, oldest dropped first, and those that were dropped.
+
+        A window never starts with a tool result or a tool call whose partner was dropped.
+        """
+        messages = self.require(conversation_id).messages
+        kept = list(messages)
+        if self.max_messages is not None and len(kept) > self.max_messages:
+            kept = kept[len(kept) - self.max_messages:]
+        total = sum(estimate_item_tokens(m) for m in kept)
+        start = len(messages) - len(kept)
+        while kept and total > self.max_tokens:
+            total -= estimate_item_tokens(kept.pop(0))
+            start += 1
+        # never begin mid-exchange: skip orphaned results, calls and the assistant text before them
+        while kept and kept[0].item.kind in (ItemKind.TOOL_RESULT, ItemKind.TOOL_CALL):
+            kept.pop(0)
+            start += 1
+        return kept, list(messages[:start])
+
+    def stats(self, conversation_id: str) -> MemoryStats:
+        """Message count, estimated tokens and last activity."""
+        conv = self.require(conversation_id)
+        return MemoryStats(
+            len(conv.messages), sum(estimate_item_tokens(m) for m in conv.messages), conv.updated_at
+        )
+
+    def export(self, conversation_id: str) -> str:
+        """The conversation as JSON text."""
+        return json.dumps(self.require(conversation_id).to_dict(), ensure_ascii=False)
+
+    def import_(self, text: str) -> Conversation:
+        """Load a conversation exported by :meth:`export` (replacing one with the same id)."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"conversation import: not JSON ({exc.msg} at char {exc.pos})") from exc
+        try:
+            conv = Conversation.from_dict(data)
+        except ValueError as exc:
+            raise UserError(f"conversation import: {exc}") from exc
+        self._conversations[conv.id] = conv
+        return conv
+
+    def put(self, conversation: Conversation) -> None:
+        """Add or replace a whole conversation (session stores hydrate through this)."""
+        self._conversations[conversation.id] = conversation
+
+    def extend_all(self, conversation_id: str, items: Iterable[ContextItem]) -> None:
+        """Append many messages."""
+        self.add(conversation_id, *items)

@@ -1,0 +1,124 @@
+"""Errors raised by the agent framework.
+
+    FootprintError (tracer.errors)
+    └── AgentError
+        ├── UserError                    footprint was misused (bad config, a busy agent, ...)
+        │   └── AgentBusyError           run() on an instance that is already running
+        ├── ToolError                    a tool failed (becomes an error tool result, never a crash)
+        │   ├── ToolNotFoundError
+        │   ├── ToolArgumentsError       invalid JSON or a schema violation
+        │   ├── ToolRejectedError        the approval callback said no
+        │   └── ToolTimeoutError
+        ├── ProviderError                a model provider failed; ``retryable`` says whether to retry
+        │   ├── ProviderAuthError        bad or missing key (never retried)
+        │   ├── ProviderBadRequestError  the request was invalid (never retried)
+        │   ├── ProviderRateLimitError   429; ``retry_after`` seconds when the server said
+        │   ├── ProviderServerError      5xx
+        │   ├── ProviderTimeoutError
+        │   ├── ProviderConnectionError  network errors
+        │   ├── ProviderResponseError    the response could not be understood
+        │   └── RealModelBlockedError    a real model request while real requests are blocked (tests)
+        └── ReplayMismatchError          a replayed request differs from the recording
+"""
+
+from __future__ import annotations
+
+from tracer.errors import FootprintError
+
+
+class AgentError(FootprintError):
+    """An error of the agent framework."""
+
+
+class UserError(AgentError):
+    """The framework was used in a way it does not support; the message says how to fix it."""
+
+
+class AgentBusyError(UserError):
+    """A second run was started on an agent instance that is still running."""
+
+
+class ToolError(AgentError):
+    """A tool call failed; the loop turns it into an error result the model can see."""
+
+
+class ToolNotFoundError(ToolError):
+    """The model called a tool that is not offered."""
+
+
+class ToolArgumentsError(ToolError):
+    """The tool call's arguments are not valid JSON or do not match the tool's schema."""
+
+
+class ToolRejectedError(ToolError):
+    """The approval callback rejected the call."""
+
+
+class ToolTimeoutError(ToolError):
+    """The tool did not finish in time."""
+
+
+class ProviderError(AgentError):
+    """A model provider failed."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status = status
+
+
+class ProviderAuthError(ProviderError):
+    """Authentication failed (bad or missing key)."""
+
+
+class ProviderBadRequestError(ProviderError):
+    """The provider rejected the request as invalid."""
+
+
+class ProviderRateLimitError(ProviderError):
+    """Too many requests (429)."""
+
+    retryable = True
+
+    def __init__(
+        self, message: str, *, provider: str = "", status: int | None = 429, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, provider=provider, status=status)
+        self.retry_after = retry_after
+
+
+class ProviderServerError(ProviderError):
+    """The provider failed on its side (5xx)."""
+
+    retryable = True
+
+
+class ProviderTimeoutError(ProviderError):
+    """The request timed out."""
+
+    retryable = True
+
+
+class ProviderConnectionError(ProviderError):
+    """The provider could not be reached."""
+
+    retryable = True
+
+
+class ProviderResponseError(ProviderError):
+    """The provider's response could not be understood."""
+
+
+class RealModelBlockedError(ProviderError):
+    """A request to a real model was made while real model requests are blocked (under pytest)."""
+
+
+class ReplayMismatchError(AgentError):
+    """A replayed run made a request that is not in the recording."""
+
+    def __init__(self, message: str, *, stage: str | None = None, difference: str = "") -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.difference = difference

@@ -1,0 +1,46 @@
+"""Model providers behind one interface, and the test models that ship with footprint."""
+
+from ._base import (
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    ResponseDone,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    Usage,
+    block_real_models,
+    check_real_model_allowed,
+    real_models_blocked,
+)
+from ._fallback import FallbackProvider
+from ._openai import OpenAIProvider
+from ._pricing import PRICES, Price, cost_of
+from ._router import ProviderRouter, Route
+from ._testing import FunctionModel, ScriptedModel, calls, raw_call, tool_results
+
+__all__ = [
+    "PRICES",
+    "FallbackProvider",
+    "FunctionModel",
+    "ModelRequest",
+    "ModelResponse",
+    "OpenAIProvider",
+    "Price",
+    "Provider",
+    "ProviderRouter",
+    "ResponseDone",
+    "Route",
+    "ScriptedModel",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCall",
+    "Usage",
+    "block_real_models",
+    "calls",
+    "check_real_model_allowed",
+    "cost_of",
+    "raw_call",
+    "real_models_blocked",
+    "tool_results",
+]

@@ -1,0 +1,474 @@
+"""OpenAI Chat Completions through the official ``openai`` SDK — OpenAI itself or any compatible server.
+
+Any server that speaks the Chat Completions wire format works: point ``base_url`` (or
+``OPENAI_BASE_URL``) at Ollama, vLLM or llama.cpp. The SDK's own retries are switched off; this
+module retries instead, so that every retry is visible (``on_retry``), its delays are testable
+(``sleep``, ``jitter``) and the error that finally surfaces is one of ours
+(:mod:`agent.errors`), naming the provider, the model and the HTTP status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import ipaddress
+import json
+import math
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import openai
+
+from ..errors import (
+    ProviderAuthError,
+    ProviderBadRequestError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderRateLimitError,
+    ProviderResponseError,
+    ProviderServerError,
+    ProviderTimeoutError,
+)
+from ._base import (
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    ResponseDone,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    Usage,
+    check_real_model_allowed,
+)
+
+DEFAULT_MODEL = "gpt-4o-mini"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+#: Settings keys sent to Chat Completions. Settings items may carry other keys meant for other
+#: layers (a context window, a cost table); sending those would make the server reject the request.
+CHAT_SETTINGS = frozenset({
+    "frequency_penalty",
+    "logit_bias",
+    "max_completion_tokens",
+    "max_tokens",
+    "metadata",
+    "parallel_tool_calls",
+    "presence_penalty",
+    "reasoning_effort",
+    "response_format",
+    "seed",
+    "service_tier",
+    "stop",
+    "temperature",
+    "tool_choice",
+    "top_p",
+    "user",
+})
+#: Settings that are invalid without tools, dropped when a request offers none.
+_TOOL_SETTINGS = frozenset({"tool_choice", "parallel_tool_calls"})
+
+Sleep = Callable[[float], Awaitable[None]]
+RetryHook = Callable[[int, float, ProviderError], None]
+_T = TypeVar("_T")
+
+
+def full_jitter(cap: float) -> float:
+    """A delay drawn uniformly from ``[0, cap]`` ("full jitter": spreads out clients that failed together)."""
+    return random.uniform(0.0, cap)
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds to wait according to ``Retry-After`` (seconds or an HTTP-date) or ``retry-after-ms``.
+
+    Returns None when the headers say nothing usable; a date in the past means 0.
+    """
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            seconds = float(millis) / 1000
+        except ValueError:
+            seconds = math.nan
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT; a zone-less one is read as such
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def is_loopback_url(url: str) -> bool:
+    """True when ``url`` points at this machine (127.0.0.0/8, ::1 or localhost)."""
+    host = urlsplit(url).hostname
+    if host is None:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class OpenAIProvider(Provider):
+    """Chat Completions on OpenAI or any OpenAI-compatible server, with our own retry loop.
+
+    ``api_key`` and ``base_url`` default to ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``. A server on
+    this machine needs no key and is not treated as a real (networked) model. Retries: up to
+    ``max_retries`` on 429, 5xx, timeouts and connection errors, waiting what ``Retry-After`` says or
+    else ``jitter(min(backoff_max, backoff_base * 2**attempt))``; a ``Retry-After`` longer than
+    ``max_retry_after`` is not waited for — the rate-limit error is raised with ``retry_after`` set, so
+    a :class:`FallbackProvider` can move on. Authentication and validation errors are never retried.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        backoff_base: float = 0.5,
+        backoff_max: float = 20.0,
+        max_retry_after: float = 60.0,
+        client: openai.AsyncOpenAI | None = None,
+        sleep: Sleep = asyncio.sleep,
+        jitter: Callable[[float], float] = full_jitter,
+        on_retry: RetryHook | None = None,
+    ) -> None:
+        self.model = model or DEFAULT_MODEL
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.max_retry_after = max_retry_after
+        self._sleep = sleep
+        self._jitter = jitter
+        self.on_retry = on_retry
+        if client is not None:
+            self._client = client
+            self._owns_client = False
+        else:
+            url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+            key = api_key or os.environ.get("OPENAI_API_KEY")
+            if not key:
+                if urlsplit(url).hostname == urlsplit(OPENAI_BASE_URL).hostname:
+                    raise ProviderAuthError(
+                        "openai: no API key — pass api_key= or set OPENAI_API_KEY "
+                        "(or set OPENAI_BASE_URL to a local OpenAI-compatible server)",
+                        provider=self.name,
+                    )
+                key = "unused"  # local servers ignore the key, but the SDK insists on one
+            # max_retries=0: our loop retries, so each attempt is observable and its delay testable.
+            self._client = openai.AsyncOpenAI(api_key=key, base_url=url, timeout=timeout, max_retries=0)
+            self._owns_client = True
+        self.base_url = str(self._client.base_url).rstrip("/")
+        #: A loopback server is not the network: it stays allowed while real models are blocked.
+        self.real = not is_loopback_url(self.base_url)
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (only when this provider created it)."""
+        if self._owns_client:
+            await self._client.close()
+
+    # -- requests -----------------------------------------------------------------------------
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """One Chat Completions call, retried on transient failures."""
+        model = request.model or self.model
+        kwargs = self._chat_arguments(request, model)
+        self._guard()
+
+        async def attempt() -> ModelResponse:
+            completion = await self._client.chat.completions.create(**kwargs)
+            return self._response(completion, model)
+
+        return await self._with_retries(model, attempt)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one call: text deltas, then the whole response with tool-call deltas assembled.
+
+        A failure is retried like :meth:`complete` only while no text has been yielded; after
+        that a retry would repeat text the caller already has.
+        """
+        model = request.model or self.model
+        kwargs = self._chat_arguments(request, model)
+        kwargs.update(stream=True, stream_options={"include_usage": True})
+        self._guard()
+        attempt = 0
+        while True:
+            emitted = False
+            try:
+                chunks = await self._client.chat.completions.create(**kwargs)
+                assembly = _StreamAssembly(model)
+                async with chunks:  # closes the connection when the caller stops early
+                    async for chunk in chunks:
+                        text = assembly.add(chunk)
+                        if text:
+                            emitted = True
+                            yield TextDelta(text)
+                yield ResponseDone(assembly.response())
+                return
+            except Exception as exc:
+                error, retry_after = self._provider_error(exc, model)
+                delay = None if emitted else self._retry_delay(error, retry_after, attempt)
+                if delay is None:
+                    if error is exc:
+                        raise
+                    raise error from exc
+                attempt += 1
+                await self._wait(attempt, delay, error)
+
+    async def list_models(self) -> list[str]:
+        """The model ids the server offers (``GET /models``)."""
+        self._guard()
+
+        async def attempt() -> list[str]:
+            return [model.id async for model in self._client.models.list()]
+
+        return await self._with_retries(self.model, attempt)
+
+    # -- retries and errors -------------------------------------------------------------------
+
+    def _guard(self) -> None:
+        if self.real:
+            check_real_model_allowed(self.name)
+
+    async def _with_retries(self, model: str, attempt_once: Callable[[], Awaitable[_T]]) -> _T:
+        attempt = 0
+        while True:
+            try:
+                return await attempt_once()
+            except Exception as exc:
+                error, retry_after = self._provider_error(exc, model)
+                delay = self._retry_delay(error, retry_after, attempt)
+                if delay is None:
+                    if error is exc:
+                        raise
+                    raise error from exc
+                attempt += 1
+                await self._wait(attempt, delay, error)
+
+    def _retry_delay(self, error: ProviderError, retry_after: float | None, attempt: int) -> float | None:
+        """Seconds to wait before the next attempt, or None when the error is final."""
+        if not error.retryable or attempt >= self.max_retries:
+            return None
+        if retry_after is not None:
+            return retry_after if retry_after <= self.max_retry_after else None
+        return self._jitter(min(self.backoff_max, self.backoff_base * 2**attempt))
+
+    async def _wait(self, attempt: int, delay: float, error: ProviderError) -> None:
+        if self.on_retry is not None:
+            self.on_retry(attempt, delay, error)
+        await self._sleep(delay)
+
+    def _provider_error(self, exc: Exception, model: str) -> tuple[ProviderError, float | None]:
+        """Our error for an SDK (or parsing) exception, and the server's Retry-After if it sent one.
+
+        Anything that is not a provider failure (a bug) is re-raised unchanged.
+        """
+        where = f"{self.name} ({model})"
+        provider = self.name
+        if isinstance(exc, ProviderError):
+            return exc, None
+        if isinstance(exc, openai.APITimeoutError):
+            return ProviderTimeoutError(
+                f"{where}: no response from {self.base_url} within {self.timeout}s", provider=provider
+            ), None
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc
+            return ProviderConnectionError(
+                f"{where}: could not reach {self.base_url}: {cause}", provider=provider
+            ), None
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            retry_after = parse_retry_after(exc.response.headers)
+            message = f"{where}: HTTP {status} from {self.base_url}: {_error_detail(exc)}"
+            if status in (401, 403):
+                return ProviderAuthError(
+                    f"{message} — check the API key (OPENAI_API_KEY) and its permissions",
+                    provider=provider,
+                    status=status,
+                ), None
+            if status == 429:
+                error = ProviderRateLimitError(message, provider=provider, status=status, retry_after=retry_after)
+                return error, retry_after
+            if status == 408:
+                return ProviderTimeoutError(message, provider=provider, status=status), retry_after
+            if status >= 500:
+                return ProviderServerError(message, provider=provider, status=status), retry_after
+            return ProviderBadRequestError(message, provider=provider, status=status), None
+        if isinstance(exc, openai.APIResponseValidationError):
+            return ProviderResponseError(
+                f"{where}: the response could not be understood: {exc.message}", provider=provider
+            ), None
+        if isinstance(exc, openai.APIError):
+            # An error event inside a stream: the server failed after it had answered 200.
+            return ProviderServerError(f"{where}: the server reported an error: {exc.message}", provider=provider), None
+        if isinstance(exc, json.JSONDecodeError):
+            return ProviderResponseError(
+                f"{where}: the response from {self.base_url} is not valid JSON ({exc.msg} at {exc.pos})",
+                provider=provider,
+            ), None
+        if isinstance(exc, openai.OpenAIError):
+            return ProviderError(f"{where}: {exc}", provider=provider), None
+        raise exc
+
+    # -- wire translation ---------------------------------------------------------------------
+
+    @staticmethod
+    def _chat_arguments(request: ModelRequest, model: str) -> dict[str, Any]:
+        tools = request.tool_definitions()
+        arguments: dict[str, Any] = {
+            key: value
+            for key, value in request.settings().items()
+            if key in CHAT_SETTINGS and value is not None and (tools or key not in _TOOL_SETTINGS)
+        }
+        arguments["model"] = model
+        arguments["messages"] = request.chat_messages()
+        if tools:
+            arguments["tools"] = [{"type": "function", "function": definition} for definition in tools]
+        return arguments
+
+    def _response(self, completion: Any, model: str) -> ModelResponse:
+        choices = getattr(completion, "choices", None)
+        message = getattr(choices[0], "message", None) if isinstance(choices, list) and choices else None
+        if message is None:
+            raise ProviderResponseError(
+                f"{self.name} ({model}): the response from {self.base_url} has no choices[0].message: "
+                f"{_preview(completion)}",
+                provider=self.name,
+            )
+        tool_calls = tuple(
+            ToolCall(id=call.id or "", name=call.function.name or "", arguments=call.function.arguments or "")
+            for call in getattr(message, "tool_calls", None) or ()
+            if getattr(call, "function", None) is not None
+        )
+        finish = getattr(choices[0], "finish_reason", None) or ("tool_calls" if tool_calls else "stop")
+        return ModelResponse(
+            text=getattr(message, "content", None) or "",
+            tool_calls=tool_calls,
+            finish_reason=finish,
+            usage=_usage(getattr(completion, "usage", None)),
+            model=getattr(completion, "model", None) or model,
+            response_id=getattr(completion, "id", None),
+            provider=self.name,
+        )
+
+
+class _StreamAssembly:
+    """Accumulates stream chunks: text, tool-call fragments by index, finish reason and usage."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.response_id: str | None = None
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.finish_reason: str | None = None
+        self.usage = Usage()
+        self.chunks = 0
+
+    def add(self, chunk: Any) -> str:
+        """Take one chunk in; return its new text ("" when it carries none)."""
+        self.chunks += 1
+        self.response_id = self.response_id or getattr(chunk, "id", None)
+        self.model = getattr(chunk, "model", None) or self.model
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = _usage(chunk.usage)
+        text = ""
+        for choice in getattr(chunk, "choices", None) or ():
+            if getattr(choice, "index", 0) not in (0, None):  # we ask for one choice; ignore others
+                continue
+            delta = getattr(choice, "delta", None)
+            if delta is not None:
+                text += getattr(delta, "content", None) or ""
+                for call in getattr(delta, "tool_calls", None) or ():
+                    self._add_call(call)
+            self.finish_reason = getattr(choice, "finish_reason", None) or self.finish_reason
+        if text:
+            self.text.append(text)
+        return text
+
+    def _add_call(self, delta: Any) -> None:
+        # The first fragment of a call carries its id and name; later ones only argument text.
+        index = delta.index if isinstance(getattr(delta, "index", None), int) else len(self.calls)
+        call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+        if getattr(delta, "id", None) and not call["id"]:
+            call["id"] = delta.id
+        function = getattr(delta, "function", None)
+        if function is not None:
+            if getattr(function, "name", None):
+                call["name"] = function.name  # some servers repeat the name in every fragment
+            call["arguments"] += getattr(function, "arguments", None) or ""
+
+    def response(self) -> ModelResponse:
+        """The whole response the chunks describe."""
+        if self.chunks == 0:
+            raise ProviderResponseError(
+                f"openai ({self.model}): the stream ended without a single chunk", provider="openai"
+            )
+        tool_calls = tuple(ToolCall(**self.calls[index]) for index in sorted(self.calls))
+        return ModelResponse(
+            text="".join(self.text),
+            tool_calls=tool_calls,
+            finish_reason=self.finish_reason or ("tool_calls" if tool_calls else "stop"),
+            usage=self.usage,
+            model=self.model,
+            response_id=self.response_id,
+            provider="openai",
+        )
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    return Usage(
+        input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        cached_tokens=int(getattr(details, "cached_tokens", 0) or 0),
+    )
+
+
+def _error_detail(exc: openai.APIStatusError) -> str:
+    """The server's own error message when the body has one, else the body itself, shortened."""
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return _shorten(inner["message"])
+        if isinstance(inner, str):
+            return _shorten(inner)
+    return _shorten(str(body) if body is not None else exc.message)
+
+
+def _preview(value: Any) -> str:
+    return _shorten(value if isinstance(value, str) else repr(value))
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

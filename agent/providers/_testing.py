@@ -1,0 +1,118 @@
+"""Test models that ship with footprint: no network, fully deterministic.
+
+``ScriptedModel`` answers from a list; ``FunctionModel`` answers with a function of the request
+(so it can read its context). Both accept plain strings for text replies and :func:`calls` for
+tool calls.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+from ..errors import ProviderError
+from ._base import ModelRequest, ModelResponse, Provider, ToolCall, Usage
+
+_ids = itertools.count(1)
+
+Scripted = ModelResponse | str | ProviderError
+
+
+def calls(*pairs: tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str], text: str = "") -> ModelResponse:
+    """A response that calls tools: ``calls(("get_weather", {"city": "Paris"}), ...)``.
+
+    A third element gives the call id; otherwise ids are ``call_1``, ``call_2``, ...
+    """
+    tool_calls = []
+    for pair in pairs:
+        name, args = pair[0], pair[1]
+        call_id = pair[2] if len(pair) > 2 else f"call_{next(_ids)}"  # type: ignore[misc]
+        tool_calls.append(ToolCall(call_id, name, json.dumps(args)))
+    return ModelResponse(text=text, tool_calls=tuple(tool_calls), finish_reason="tool_calls")
+
+
+def raw_call(name: str, arguments: str, call_id: str | None = None) -> ModelResponse:
+    """A response with one tool call whose argument text is given verbatim (e.g. invalid JSON)."""
+    return ModelResponse(
+        text="", tool_calls=(ToolCall(call_id or f"call_{next(_ids)}", name, arguments),), finish_reason="tool_calls"
+    )
+
+
+def _as_response(value: Scripted, request: ModelRequest, name: str) -> ModelResponse:
+    if isinstance(value, ProviderError):
+        raise value
+    response = ModelResponse(text=value) if isinstance(value, str) else value
+    usage = response.usage
+    if usage == Usage():
+        chars_in = sum(len(ci.item.text) for ci in request.context)
+        chars_out = len(response.text) + sum(len(c.arguments) + len(c.name) for c in response.tool_calls)
+        usage = Usage((chars_in + 3) // 4, (chars_out + 3) // 4)
+    return ModelResponse(
+        response.text, response.tool_calls, response.finish_reason, usage, response.model or request.model or name,
+        response.response_id, name,
+    )
+
+
+class ScriptedModel(Provider):
+    """Answers with the scripted responses in order; ``requests`` keeps what each call received.
+
+    When the script runs out it raises a ProviderError naming the call, unless ``repeat`` is set.
+    """
+
+    name = "scripted"
+
+    def __init__(self, responses: Iterable[Scripted], *, repeat: bool = False) -> None:
+        self.responses: list[Scripted] = list(responses)
+        self.repeat = repeat
+        self.requests: list[ModelRequest] = []
+        self._next = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """The next scripted response."""
+        self.requests.append(request)
+        if self._next >= len(self.responses):
+            if not self.repeat or not self.responses:
+                raise ProviderError(
+                    f"scripted model: call {self._next + 1} but the script has {len(self.responses)} responses",
+                    provider=self.name,
+                )
+            self._next = 0
+        value = self.responses[self._next]
+        self._next += 1
+        return _as_response(value, request, self.name)
+
+    @property
+    def calls_made(self) -> int:
+        """How many requests it received."""
+        return len(self.requests)
+
+
+ModelFunction = Callable[[ModelRequest], Scripted | Awaitable[Scripted]]
+
+
+class FunctionModel(Provider):
+    """Answers with ``fn(request)`` (sync or async), so it can read the context it was sent."""
+
+    name = "function"
+
+    def __init__(self, fn: ModelFunction, *, name: str | None = None) -> None:
+        self.fn = fn
+        if name:
+            self.name = name
+        self.requests: list[ModelRequest] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """The function's answer."""
+        self.requests.append(request)
+        value = self.fn(request)
+        if inspect.isawaitable(value):
+            value = await value
+        return _as_response(value, request, self.name)
+
+
+def tool_results(request: ModelRequest) -> Sequence[dict[str, Any]]:
+    """The tool results in a request, oldest first (a convenience for function models)."""
+    return [dict(ci.item.body) for ci in request.context if ci.item.kind == "tool_result"]

@@ -1,0 +1,62 @@
+"""The `footprint` console script: one entry point for every command.
+
+Each package contributes its commands (``tracer.cli``, ``agent.cli``, ``hosting.cli``, this
+module); errors are printed on stderr without a traceback and give a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from agent import cli as agent_cli
+from hosting import cli as hosting_cli
+from tracer import FootprintError
+from tracer import cli as tracer_cli
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="footprint", prog_name="footprint")
+def cli() -> None:
+    """footprint: record agent runs as flowcharts of context snapshots, and ask why an answer was given."""
+
+
+tracer_cli.register(cli)
+agent_cli.register(cli)
+hosting_cli.register(cli)
+
+
+def register(group: click.Group) -> None:
+    """Add the explorer commands to ``group``."""
+    del group
+
+
+register(cli)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns (and exits with) its exit code."""
+    try:
+        cli.main(args=argv, prog_name="footprint", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("footprint: aborted", err=True)
+        code = 130
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    except FootprintError as exc:
+        click.echo(f"footprint: error: {exc}", err=True)
+        code = 1
+    except KeyboardInterrupt:
+        click.echo("footprint: interrupted", err=True)
+        code = 130
+    except Exception as exc:
+        if os.environ.get("FOOTPRINT_DEBUG"):
+            raise
+        click.echo(f"footprint: internal error: {type(exc).__name__}: {exc} (set FOOTPRINT_DEBUG=1 for details)", err=True)
+        code = 70
+    else:
+        code = 0
+    sys.exit(code)

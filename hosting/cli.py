@@ -1,0 +1,10 @@
+"""The hosting commands of the `footprint` CLI."""
+
+from __future__ import annotations
+
+import click
+
+
+def register(group: click.Group) -> None:
+    """Add the hosting commands to ``group``."""
+    del group
