@@ -27,6 +27,14 @@ from ._records import (
 from ._recorder import Durability, NullRecorder, Recorder, RunRecording, StageRecording
 from ._redaction import RedactionPolicy
 from ._rundata import RunData
+from ._serialize import (
+    origin_from_dict,
+    origin_to_dict,
+    run_from_dict,
+    run_to_dict,
+    rundata_from_dict,
+    rundata_to_dict,
+)
 from ._store import DEFAULT_PATH, RunFilter, Store
 from ._why import DroppedItem, Evidence, EvidenceNode, RunSource, why
 from .errors import (
@@ -87,5 +95,11 @@ __all__ = [
     "diff_snapshots",
     "estimate_tokens",
     "new_id",
+    "origin_from_dict",
+    "origin_to_dict",
+    "run_from_dict",
+    "run_to_dict",
+    "rundata_from_dict",
+    "rundata_to_dict",
     "why",
 ]
