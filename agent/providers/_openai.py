@@ -51,22 +51,9 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 #: Settings keys sent to Chat Completions. Settings items may carry other keys meant for other
 #: layers (a context window, a cost table); sending those would make the server reject the request.
 CHAT_SETTINGS = frozenset({
-    "frequency_penalty",
-    "logit_bias",
-    "max_completion_tokens",
-    "max_tokens",
-    "metadata",
-    "parallel_tool_calls",
-    "presence_penalty",
-    "reasoning_effort",
-    "response_format",
-    "seed",
-    "service_tier",
-    "stop",
-    "temperature",
-    "tool_choice",
-    "top_p",
-    "user",
+    "frequency_penalty", "logit_bias", "max_completion_tokens", "max_tokens", "metadata", "parallel_tool_calls",
+    "presence_penalty", "reasoning_effort", "response_format", "seed", "service_tier", "stop", "temperature",
+    "tool_choice", "top_p", "user",
 })
 #: Settings that are invalid without tools, dropped when a request offers none.
 _TOOL_SETTINGS = frozenset({"tool_choice", "parallel_tool_calls"})
@@ -88,28 +75,18 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     """
     if headers is None:
         return None
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
+    for name, unit in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         try:
-            seconds = float(millis) / 1000
+            seconds = float(headers.get(name) or "nan") * unit
         except ValueError:
-            seconds = math.nan
+            continue
         if math.isfinite(seconds) and seconds >= 0:
             return seconds
-    value = headers.get("retry-after")
-    if value is None:
-        return None
     try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return seconds if math.isfinite(seconds) and seconds >= 0 else None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
+        when = email.utils.parsedate_to_datetime(headers.get("retry-after") or "")
     except (TypeError, ValueError, IndexError):
         return None
-    if when.tzinfo is None:  # RFC 9110 dates are GMT; a zone-less one is read as such
+    if when.tzinfo is None:  # not an RFC 9110 date (those are GMT)
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
@@ -233,14 +210,8 @@ class OpenAIProvider(Provider):
                 yield ResponseDone(assembly.response())
                 return
             except Exception as exc:
-                error, retry_after = self._provider_error(exc, model)
-                delay = None if emitted else self._retry_delay(error, retry_after, attempt)
-                if delay is None:
-                    if error is exc:
-                        raise
-                    raise error from exc
+                await self._before_retry(exc, model, attempt, retry=not emitted)
                 attempt += 1
-                await self._wait(attempt, delay, error)
 
     async def list_models(self) -> list[str]:
         """The model ids the server offers (``GET /models``)."""
@@ -263,14 +234,8 @@ class OpenAIProvider(Provider):
             try:
                 return await attempt_once()
             except Exception as exc:
-                error, retry_after = self._provider_error(exc, model)
-                delay = self._retry_delay(error, retry_after, attempt)
-                if delay is None:
-                    if error is exc:
-                        raise
-                    raise error from exc
+                await self._before_retry(exc, model, attempt)
                 attempt += 1
-                await self._wait(attempt, delay, error)
 
     def _retry_delay(self, error: ProviderError, retry_after: float | None, attempt: int) -> float | None:
         """Seconds to wait before the next attempt, or None when the error is final."""
@@ -280,9 +245,16 @@ class OpenAIProvider(Provider):
             return retry_after if retry_after <= self.max_retry_after else None
         return self._jitter(min(self.backoff_max, self.backoff_base * 2**attempt))
 
-    async def _wait(self, attempt: int, delay: float, error: ProviderError) -> None:
+    async def _before_retry(self, exc: Exception, model: str, attempt: int, *, retry: bool = True) -> None:
+        """Wait before retry ``attempt + 1`` — or raise our error for ``exc`` when it is final."""
+        error, retry_after = self._provider_error(exc, model)
+        delay = self._retry_delay(error, retry_after, attempt) if retry else None
+        if delay is None:
+            if error is exc:
+                raise exc
+            raise error from exc
         if self.on_retry is not None:
-            self.on_retry(attempt, delay, error)
+            self.on_retry(attempt + 1, delay, error)
         await self._sleep(delay)
 
     def _provider_error(self, exc: Exception, model: str) -> tuple[ProviderError, float | None]:
@@ -290,51 +262,39 @@ class OpenAIProvider(Provider):
 
         Anything that is not a provider failure (a bug) is re-raised unchanged.
         """
-        where = f"{self.name} ({model})"
-        provider = self.name
         if isinstance(exc, ProviderError):
             return exc, None
+        where, url, name = f"{self.name} ({model})", self.base_url, self.name
         if isinstance(exc, openai.APITimeoutError):
-            return ProviderTimeoutError(
-                f"{where}: no response from {self.base_url} within {self.timeout}s", provider=provider
-            ), None
+            return ProviderTimeoutError(f"{where}: no response from {url} within {self.timeout}s", provider=name), None
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc
-            return ProviderConnectionError(
-                f"{where}: could not reach {self.base_url}: {cause}", provider=provider
-            ), None
+            return ProviderConnectionError(f"{where}: could not reach {url}: {cause}", provider=name), None
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             retry_after = parse_retry_after(exc.response.headers)
-            message = f"{where}: HTTP {status} from {self.base_url}: {_error_detail(exc)}"
+            message = f"{where}: HTTP {status} from {url}: {_error_detail(exc)}"
             if status in (401, 403):
-                return ProviderAuthError(
-                    f"{message} — check the API key (OPENAI_API_KEY) and its permissions",
-                    provider=provider,
-                    status=status,
-                ), None
+                message += " — check the API key (OPENAI_API_KEY) and its permissions"
+                return ProviderAuthError(message, provider=name, status=status), None
             if status == 429:
-                error = ProviderRateLimitError(message, provider=provider, status=status, retry_after=retry_after)
-                return error, retry_after
+                return ProviderRateLimitError(message, provider=name, retry_after=retry_after), retry_after
             if status == 408:
-                return ProviderTimeoutError(message, provider=provider, status=status), retry_after
+                return ProviderTimeoutError(message, provider=name, status=status), retry_after
             if status >= 500:
-                return ProviderServerError(message, provider=provider, status=status), retry_after
-            return ProviderBadRequestError(message, provider=provider, status=status), None
+                return ProviderServerError(message, provider=name, status=status), retry_after
+            return ProviderBadRequestError(message, provider=name, status=status), None
         if isinstance(exc, openai.APIResponseValidationError):
-            return ProviderResponseError(
-                f"{where}: the response could not be understood: {exc.message}", provider=provider
-            ), None
+            message = f"{where}: the response could not be understood: {exc.message}"
+            return ProviderResponseError(message, provider=name), None
         if isinstance(exc, openai.APIError):
             # An error event inside a stream: the server failed after it had answered 200.
-            return ProviderServerError(f"{where}: the server reported an error: {exc.message}", provider=provider), None
+            return ProviderServerError(f"{where}: the server reported an error: {exc.message}", provider=name), None
         if isinstance(exc, json.JSONDecodeError):
-            return ProviderResponseError(
-                f"{where}: the response from {self.base_url} is not valid JSON ({exc.msg} at {exc.pos})",
-                provider=provider,
-            ), None
+            message = f"{where}: the response from {url} is not valid JSON ({exc.msg} at {exc.pos})"
+            return ProviderResponseError(message, provider=name), None
         if isinstance(exc, openai.OpenAIError):
-            return ProviderError(f"{where}: {exc}", provider=provider), None
+            return ProviderError(f"{where}: {exc}", provider=name), None
         raise exc
 
     # -- wire translation ---------------------------------------------------------------------
@@ -355,11 +315,12 @@ class OpenAIProvider(Provider):
 
     def _response(self, completion: Any, model: str) -> ModelResponse:
         choices = getattr(completion, "choices", None)
-        message = getattr(choices[0], "message", None) if isinstance(choices, list) and choices else None
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        message = getattr(choice, "message", None)
         if message is None:
             raise ProviderResponseError(
                 f"{self.name} ({model}): the response from {self.base_url} has no choices[0].message: "
-                f"{_preview(completion)}",
+                f"{_shorten(repr(completion))}",
                 provider=self.name,
             )
         tool_calls = tuple(
@@ -367,7 +328,7 @@ class OpenAIProvider(Provider):
             for call in getattr(message, "tool_calls", None) or ()
             if getattr(call, "function", None) is not None
         )
-        finish = getattr(choices[0], "finish_reason", None) or ("tool_calls" if tool_calls else "stop")
+        finish = getattr(choice, "finish_reason", None) or ("tool_calls" if tool_calls else "stop")
         return ModelResponse(
             text=getattr(message, "content", None) or "",
             tool_calls=tool_calls,
@@ -455,18 +416,10 @@ def _usage(usage: Any) -> Usage:
 
 def _error_detail(exc: openai.APIStatusError) -> str:
     """The server's own error message when the body has one, else the body itself, shortened."""
-    body = exc.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return _shorten(inner["message"])
-        if isinstance(inner, str):
-            return _shorten(inner)
-    return _shorten(str(body) if body is not None else exc.message)
-
-
-def _preview(value: Any) -> str:
-    return _shorten(value if isinstance(value, str) else repr(value))
+    inner = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else exc.body
+    if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+        inner = inner["message"]
+    return _shorten(exc.message if inner is None else str(inner))
 
 
 def _shorten(text: str, limit: int = 300) -> str:

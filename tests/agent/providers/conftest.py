@@ -54,13 +54,15 @@ class OpenAIServer:
         self._stopping = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="openai-server", daemon=True)
+        # A short poll interval: shutdown() waits up to one interval, at the end of every test.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="openai-server", daemon=True
+        )
 
     @property
     def base_url(self) -> str:
         """The URL to give the SDK as ``base_url``."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://127.0.0.1:{self._httpd.server_port}/v1"
 
     def start(self) -> None:
         """Serve in a background thread."""

@@ -27,7 +27,15 @@ from agent.errors import (
     ProviderTimeoutError,
     RealModelBlockedError,
 )
-from agent.providers import ModelRequest, OpenAIProvider, ResponseDone, StreamEvent, TextDelta, ToolCall, Usage
+from agent.providers import (
+    ModelRequest,
+    OpenAIProvider,
+    ResponseDone,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
 from agent.providers._openai import is_loopback_url, parse_retry_after
 
 MakeRequest = Callable[..., ModelRequest]

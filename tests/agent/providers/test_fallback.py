@@ -1,0 +1,228 @@
+"""FallbackProvider: which failures move on to the next provider, and what is raised when all fail."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import pytest
+
+from agent.errors import (
+    ProviderAuthError,
+    ProviderBadRequestError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderRateLimitError,
+    ProviderResponseError,
+    ProviderServerError,
+    ProviderTimeoutError,
+    RealModelBlockedError,
+    UserError,
+)
+from agent.providers import (
+    FallbackProvider,
+    FunctionModel,
+    ModelRequest,
+    ModelResponse,
+    OpenAIProvider,
+    Provider,
+    ResponseDone,
+    ScriptedModel,
+    StreamEvent,
+    TextDelta,
+)
+
+MakeRequest = Callable[..., ModelRequest]
+
+
+class Failing(Provider):
+    """Raises ``error`` — from a stream, after yielding ``before`` text deltas."""
+
+    def __init__(self, name: str, error: Exception, *, before: Sequence[str] = (), models: Sequence[str] = ()) -> None:
+        self.name = name
+        self.error = error
+        self.before = before
+        self.models = list(models)
+        self.calls = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        raise self.error
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        self.calls += 1
+        for text in self.before:
+            yield TextDelta(text)
+        raise self.error
+
+    async def list_models(self) -> list[str]:
+        if self.models:
+            return self.models
+        raise self.error
+
+
+def answering(name: str, text: str = "ok") -> FunctionModel:
+    return FunctionModel(lambda request: text, name=name)
+
+
+async def collect(provider: Provider, request: ModelRequest) -> list[StreamEvent]:
+    return [event async for event in provider.stream(request)]
+
+
+async def test_the_first_provider_that_answers_wins(request_of: MakeRequest) -> None:
+    first, second = answering("first", "one"), answering("second", "two")
+    chain = FallbackProvider([first, second])
+
+    response = await chain.complete(request_of("hi"))
+
+    assert (response.text, response.provider) == ("one", "first")
+    assert len(second.requests) == 0
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ProviderTimeoutError("openai: timed out"),
+        ProviderRateLimitError("openai: HTTP 429", retry_after=3),
+        ProviderServerError("openai: HTTP 503", status=503),
+        ProviderConnectionError("openai: connection refused"),
+        ProviderResponseError("openai: not JSON"),
+        ProviderError("openai: something unclassified"),
+    ],
+    ids=lambda error: type(error).__name__,
+)
+async def test_provider_failures_fall_back(request_of: MakeRequest, error: ProviderError) -> None:
+    seen: list[tuple[str, ProviderError]] = []
+    down = Failing("down", error)
+    chain = FallbackProvider(
+        [down, answering("backup", "saved")], on_fallback=lambda provider, e: seen.append((provider.name, e))
+    )
+
+    response = await chain.complete(request_of("hi"))
+
+    assert (response.text, response.provider) == ("saved", "backup")
+    assert seen == [("down", error)]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ProviderAuthError("openai: HTTP 401", status=401),
+        ProviderBadRequestError("openai: HTTP 400", status=400),
+        RealModelBlockedError("openai: blocked"),
+    ],
+    ids=lambda error: type(error).__name__,
+)
+async def test_errors_that_would_fail_everywhere_are_raised_at_once(
+    request_of: MakeRequest, error: ProviderError
+) -> None:
+    backup = answering("backup")
+    chain = FallbackProvider([Failing("down", error), backup])
+
+    with pytest.raises(type(error)) as caught:
+        await chain.complete(request_of("hi"))
+    assert caught.value is error
+    with pytest.raises(type(error)):
+        await collect(chain, request_of("hi"))
+    assert backup.requests == []
+
+
+async def test_a_bug_is_not_an_outage(request_of: MakeRequest) -> None:
+    backup = answering("backup")
+    chain = FallbackProvider([Failing("buggy", KeyError("oops")), backup])
+
+    with pytest.raises(KeyError):
+        await chain.complete(request_of("hi"))
+    assert backup.requests == []
+
+
+async def test_when_all_fail_the_last_error_is_raised_with_every_failure(request_of: MakeRequest) -> None:
+    first = ProviderServerError("openai (gpt-4o): HTTP 500: boom", status=500)
+    last = ProviderRateLimitError("local (llama3): HTTP 429: busy", retry_after=7.0)
+    seen: list[str] = []
+    chain = FallbackProvider(
+        [Failing("openai", first), Failing("local", last)], on_fallback=lambda provider, e: seen.append(provider.name)
+    )
+
+    with pytest.raises(ProviderRateLimitError) as caught:
+        await chain.complete(request_of("hi"))
+
+    error: Any = caught.value
+    message = str(error)
+    assert message.startswith("fallback(openai,local): all 2 providers failed")
+    assert "1. openai: openai (gpt-4o): HTTP 500: boom" in message
+    assert "2. local: local (llama3): HTTP 429: busy" in message
+    assert (error.status, error.retry_after) == (429, 7.0)
+    assert error.errors == [first, last]
+    assert error.__cause__ is last
+    assert seen == ["openai"]  # no hand-over after the last provider: there is nobody to hand to
+
+
+async def test_a_stream_falls_back_while_nothing_was_yielded(request_of: MakeRequest) -> None:
+    chain = FallbackProvider([Failing("down", ProviderTimeoutError("timed out")), ScriptedModel(["streamed"])])
+
+    events = await collect(chain, request_of("hi"))
+
+    assert events[0] == TextDelta("streamed")
+    assert isinstance(events[-1], ResponseDone) and events[-1].response.provider == "scripted"
+
+
+async def test_a_stream_that_already_yielded_does_not_fall_back(request_of: MakeRequest) -> None:
+    backup = answering("backup")
+    chain = FallbackProvider([Failing("flaky", ProviderConnectionError("reset"), before=["Hel"]), backup])
+    seen: list[StreamEvent] = []
+
+    with pytest.raises(ProviderConnectionError, match="reset"):
+        async for event in chain.stream(request_of("hi")):
+            seen.append(event)
+
+    assert seen == [TextDelta("Hel")]
+    assert backup.requests == []
+
+
+async def test_a_failing_openai_server_falls_back_to_the_next_provider(
+    openai_server: Any, request_of: MakeRequest
+) -> None:
+    openai_server.script(openai_server.error(500, "boom"), openai_server.error(503, "still down"))
+    openai = OpenAIProvider(api_key="k", base_url=openai_server.base_url, max_retries=0)
+    chain = FallbackProvider([openai, ScriptedModel(["from the script", "streamed from the script"])])
+
+    assert chain.name == "fallback(openai,scripted)"
+    response = await chain.complete(request_of("hi"))
+    events = await collect(chain, request_of("hi"))
+
+    assert (response.text, response.provider) == ("from the script", "scripted")
+    assert events[0] == TextDelta("streamed from the script")
+    assert [body.get("stream", False) for body in openai_server.bodies] == [False, True]
+    await openai.aclose()
+
+
+async def test_an_unauthorised_openai_server_does_not_fall_back(openai_server: Any, request_of: MakeRequest) -> None:
+    openai_server.script(openai_server.error(401, "bad key"))
+    openai = OpenAIProvider(api_key="wrong", base_url=openai_server.base_url)
+    scripted = ScriptedModel(["never"])
+
+    with pytest.raises(ProviderAuthError, match="bad key"):
+        await FallbackProvider([openai, scripted]).complete(request_of("hi"))
+    assert scripted.calls_made == 0
+    await openai.aclose()
+
+
+async def test_list_models_joins_the_chain_and_skips_a_provider_that_is_down() -> None:
+    chain = FallbackProvider([
+        Failing("a", ProviderServerError("down"), models=["m1", "m2"]),
+        Failing("b", ProviderTimeoutError("down")),
+        Failing("c", ProviderServerError("down"), models=["m2", "m3"]),
+    ])
+
+    assert await chain.list_models() == ["m1", "m2", "m3"]
+
+
+def test_construction(request_of: MakeRequest) -> None:
+    with pytest.raises(UserError):
+        FallbackProvider([])
+    local, remote = answering("local"), answering("remote")
+    remote.real = True
+    chain = FallbackProvider([local, remote])
+    assert chain.real and not FallbackProvider([local]).real
+    assert chain.count_tokens(request_of("x" * 40)) == local.count_tokens(request_of("x" * 40))
