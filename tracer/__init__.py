@@ -5,6 +5,7 @@ The public front of ``tracer``: records, the recorder, the store, and the questi
 
 from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_runs, diff_snapshots, estimate_tokens
 from ._ids import new_id
+from ._listeners import RecordedStage, RecordingListener, feed_listener, recorded_stages
 from ._records import (
     ContextItem,
     Edge,
@@ -67,8 +68,10 @@ __all__ = [
     "NullRecorder",
     "Origin",
     "OriginKind",
+    "RecordedStage",
     "Recorder",
     "RecordingError",
+    "RecordingListener",
     "RedactionPolicy",
     "Run",
     "RunData",
@@ -94,9 +97,11 @@ __all__ = [
     "diff_runs",
     "diff_snapshots",
     "estimate_tokens",
+    "feed_listener",
     "new_id",
     "origin_from_dict",
     "origin_to_dict",
+    "recorded_stages",
     "run_from_dict",
     "run_to_dict",
     "rundata_from_dict",

@@ -17,7 +17,9 @@ when the store closes (also at interpreter exit).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
@@ -25,7 +27,21 @@ from itertools import count
 from typing import Any
 
 from ._ids import new_id
-from ._records import ContextItem, EdgeKind, Item, Origin, OriginKind, RunStatus, StageStatus, canonical_json
+from ._listeners import RecordedStage, RecordingListener
+from ._records import (
+    ContextItem,
+    Edge,
+    EdgeKind,
+    Item,
+    Origin,
+    OriginKind,
+    Run,
+    RunStatus,
+    SnapshotEntry,
+    Stage,
+    StageStatus,
+    canonical_json,
+)
 from ._redaction import RedactionPolicy
 from ._store import Store
 from ._writer import Bundle
@@ -40,7 +56,11 @@ class Durability(StrEnum):
 
 
 class Recorder:
-    """Records runs into a store, applying the redaction policy to everything it writes."""
+    """Records runs into a store, applying the redaction policy to everything it writes.
+
+    ``listeners`` (:class:`~tracer.RecordingListener`) are told about each run start, stage close
+    and run end, with the records as written (redacted): the OTel exporter and the log events use it.
+    """
 
     def __init__(
         self,
@@ -48,11 +68,13 @@ class Recorder:
         *,
         durability: Durability | str = Durability.EXIT,
         redaction: RedactionPolicy | None = None,
+        listeners: Sequence[RecordingListener] = (),
     ) -> None:
         self.store = store
         self.durability = Durability(durability)
         self.redaction = redaction if redaction is not None else RedactionPolicy()
         self._redacted: dict[str, Item] = {}
+        self.listeners: list[RecordingListener] = list(listeners)
 
     @property
     def enabled(self) -> bool:
@@ -76,6 +98,7 @@ class Recorder:
         """Open a run (its row is written at once with status ``running``)."""
         run = RunRecording(self, run_id or new_id("r"), agent, session_id)
         policy = self.redaction
+        labels = tuple(labels)
         bundle = Bundle()
         bundle.add(
             "fp_run",
@@ -86,6 +109,14 @@ class Recorder:
             ),
         )
         self._submit(bundle)
+        if self.listeners:
+            run.record = Run(
+                run.id, session_id, agent, RunStatus.RUNNING.value, policy.text(input), None, model, run.started_at,
+                forked_from_run=forked_from_run, forked_from_stage=forked_from_stage,
+                fork_edit=policy.value(fork_edit), labels=labels, attributes=policy.value(attributes or {}),
+                redaction=policy.describe(),
+            )
+            self._notify("run_started", run.record)
         return run
 
     def continue_run(
@@ -98,6 +129,9 @@ class Recorder:
             (run_id, RunStatus.RUNNING.value, None, None, None, None, None, None, None, None)
         )
         self._submit(bundle)
+        if self.listeners:
+            run.record = Run(run_id, session_id, agent, RunStatus.RUNNING.value, "", None, None, run.started_at)
+            self._notify("run_started", run.record, resumed=True, first_seq=next_seq)
         return run
 
     def stored_item(self, item: Item) -> Item:
@@ -117,6 +151,13 @@ class Recorder:
         self.store.submit(bundle)
         if self.durability is Durability.SYNC:
             self.store.flush()
+
+    def _notify(self, event: str, *args: Any, **kwargs: Any) -> None:
+        for listener in self.listeners:
+            try:
+                getattr(listener, event)(*args, **kwargs)
+            except Exception:  # a listener (an exporter, a logger) must never break the run it follows
+                logging.getLogger("footprint.tracer").exception("recording listener %r failed on %s", listener, event)
 
 
 def _json(value: Any) -> str | None:
@@ -144,6 +185,7 @@ class RunRecording:
         self._next = first_seq
         self._ended = False
         self.status: str = RunStatus.RUNNING.value
+        self.record: Run | None = None  # the run as written, kept for listeners
 
     @property
     def ended(self) -> bool:
@@ -196,15 +238,24 @@ class RunRecording:
         self._ended = True
         self.status = str(status)
         policy = self.recorder.redaction
+        ended_at = time.time()
         bundle = Bundle()
         bundle.run_ends.append(
             (
-                self.id, self.status, None if output is None else policy.text(output), model, time.time(),
+                self.id, self.status, None if output is None else policy.text(output), model, ended_at,
                 tokens_in, tokens_out, cost, None if error is None else policy.text(error),
                 _json(policy.value(attributes)) if attributes is not None else None,
             )
         )
         self.recorder._submit(bundle)
+        if self.record is not None and self.recorder.listeners:
+            self.record = dataclasses.replace(
+                self.record, status=self.status, output=None if output is None else policy.text(output),
+                model=model or self.record.model, ended_at=ended_at, tokens_in=tokens_in, tokens_out=tokens_out,
+                cost=cost, error=None if error is None else policy.text(error),
+                attributes=policy.value(attributes) if attributes is not None else self.record.attributes,
+            )
+            self.recorder._notify("run_ended", self.record)
 
 
 class StageRecording:
@@ -255,11 +306,12 @@ class StageRecording:
         recorder = self.run.recorder
         policy = recorder.redaction
         run_id = self.run.id
+        ended_at = time.time()
         bundle = Bundle()
         bundle.add(
             "fp_stage",
             (
-                self.id, run_id, self.seq, self.kind, self.name, str(status), self.started_at, time.time(),
+                self.id, run_id, self.seq, self.kind, self.name, str(status), self.started_at, ended_at,
                 self.parent_id, _json(policy.value(self.attributes)) if self.attributes else None,
                 None if error is None else policy.text(error),
             ),
@@ -282,6 +334,31 @@ class StageRecording:
             bundle.add("fp_item", _item_row(stored))
             bundle.add("fp_output", (run_id, self.id, position, stored.hash))
         recorder._submit(bundle)
+        if recorder.listeners:
+            recorder._notify("stage_closed", self._recorded(str(status), ended_at, error))
+
+    def _recorded(self, status: str, ended_at: float, error: str | None) -> RecordedStage:
+        """What :meth:`close` wrote, as records (redacted), for the recorder's listeners."""
+        recorder = self.run.recorder
+        policy = recorder.redaction
+        run_id = self.run.id
+        items: dict[str, Item] = {}
+        inputs = []
+        for position, (ci, included, dropped_by) in enumerate(self._inputs):
+            stored = recorder.stored_item(ci.item)
+            items[stored.hash] = stored
+            inputs.append(SnapshotEntry(position, stored.hash, ci.origin, included, dropped_by))
+        outputs = []
+        for item in self._outputs:
+            stored = recorder.stored_item(item)
+            items[stored.hash] = stored
+            outputs.append(stored.hash)
+        stage = Stage(
+            self.id, run_id, self.seq, self.kind, self.name, status, self.started_at, ended_at, self.parent_id,
+            policy.value(self.attributes) if self.attributes else {}, None if error is None else policy.text(error),
+        )
+        edges = tuple(Edge(run_id, src, self.id, kind) for src, kind in self.edges)
+        return RecordedStage(stage, edges, tuple(inputs), tuple(outputs), items)
 
     @property
     def closed(self) -> bool:
@@ -310,6 +387,7 @@ class NullRecorder(Recorder):
         self.durability = Durability.EXIT
         self.redaction = RedactionPolicy.none()
         self._redacted = {}
+        self.listeners = []
 
     @property
     def enabled(self) -> bool:
