@@ -20,6 +20,7 @@ db_option = click.option(
 
 def register(group: click.Group) -> None:
     """Add the recording commands to ``group``."""
+    group.add_command(__import__("tracer._export_cli", fromlist=["export"]).export)  # footprint export otlp|parquet
     del group  # the commands are added in a later step
 
 

@@ -7,7 +7,8 @@
         │   ├── NewerSchemaError   the store was written by a newer footprint
         │   └── StoreLockedError   another process holds the store for writing
         ├── NotFoundError          a run, stage or item id matches nothing (or more than one)
-        └── RecordingError         the recorder was misused (closed stage, ended run, ...)
+        ├── RecordingError         the recorder was misused (closed stage, ended run, ...)
+        └── ExportError            an export (OTLP, Parquet) could not be configured or delivered
 """
 
 from __future__ import annotations
@@ -43,3 +44,7 @@ class NotFoundError(TracerError):
 
 class RecordingError(TracerError):
     """The recorder API was used out of order."""
+
+
+class ExportError(TracerError):
+    """An export (OpenTelemetry, Parquet) could not be configured or delivered."""
