@@ -3,7 +3,17 @@
 The public front of ``tracer``: records, the recorder, the store, and the questions it answers.
 """
 
+from ._compare import (
+    DroppedChange,
+    RunComparison,
+    StagePair,
+    ToolCallChange,
+    UsageComparison,
+    compare_run_data,
+    compare_runs,
+)
 from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_runs, diff_snapshots, estimate_tokens
+from ._dropped import DroppedContext, dropped_context
 from ._ids import new_id
 from ._listeners import RecordedStage, RecordingListener, feed_listener, recorded_stages
 from ._records import (
@@ -53,6 +63,8 @@ __all__ = [
     "DEFAULT_PATH",
     "ContextItem",
     "DiffEntry",
+    "DroppedChange",
+    "DroppedContext",
     "DroppedItem",
     "Durability",
     "Edge",
@@ -74,6 +86,7 @@ __all__ = [
     "RecordingListener",
     "RedactionPolicy",
     "Run",
+    "RunComparison",
     "RunData",
     "RunDivergence",
     "RunFilter",
@@ -84,18 +97,24 @@ __all__ = [
     "SnapshotEntry",
     "Stage",
     "StageKind",
+    "StagePair",
     "StageRecording",
     "StageStatus",
     "Store",
     "StoreError",
     "StoreLockedError",
+    "ToolCallChange",
     "TracerError",
+    "UsageComparison",
     "canonical_json",
+    "compare_run_data",
+    "compare_runs",
     "content_hash",
     "context_item_from_dict",
     "context_item_to_dict",
     "diff_runs",
     "diff_snapshots",
+    "dropped_context",
     "estimate_tokens",
     "feed_listener",
     "new_id",

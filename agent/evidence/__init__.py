@@ -1,0 +1,19 @@
+"""Evidence, not guesses: replay a recorded run, test an item with counterfactuals, find the culprit.
+
+``replay`` runs a recorded run again through the real loop with the recorded model outputs and
+tool results; ``counterfactual`` re-runs a run from one inference with a context item removed or
+replaced, against a live provider, several times, and gives a verdict; ``blame`` tests the items
+`why` names for an answer and ranks the ones whose removal flips it.
+"""
+
+from ._replay import RecordedModel, ReplayResult, replay
+from .errors import EditError, EvidenceError, NotReplayableError
+
+__all__ = [
+    "EditError",
+    "EvidenceError",
+    "NotReplayableError",
+    "RecordedModel",
+    "ReplayResult",
+    "replay",
+]

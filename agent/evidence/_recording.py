@@ -1,0 +1,275 @@
+"""What a recorded run says about the agent that made it, read back from the store.
+
+Everything a replay or a counterfactual needs is in the recording: the first inference's snapshot
+holds the system context (prompt sections and memory facts, each with the prompt or memory stage
+that produced it), the conversation history (items whose origin is an earlier run), the user's
+message, the tool definitions offered and the settings; each inference's outputs are the model's
+responses; each tool stage holds a call and its result; the entries left out by the memory window
+say how the window moved turn by turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracer import (
+    ContextItem,
+    Item,
+    ItemKind,
+    OriginKind,
+    RunData,
+    SnapshotEntry,
+    Stage,
+    StageKind,
+    canonical_json,
+)
+
+from .._memory import DROPPED_BY_WINDOW
+from .._prompt import DROPPED_BY_LENGTH_CAP
+from ..providers import ModelResponse, ToolCall, Usage
+from .errors import NotReplayableError
+
+#: Where a context item sits when the agent is rebuilt: how it re-enters the next run.
+PLACE_SYSTEM, PLACE_HISTORY, PLACE_INPUT, PLACE_STATIC, PLACE_RUN = "system", "history", "input", "static", "run"
+
+
+@dataclass
+class RecordedInference:
+    """One recorded model call: its stage, turn, snapshot and the response it got (None: it failed)."""
+
+    stage: Stage
+    turn: int
+    entries: list[SnapshotEntry]
+    dropped: list[SnapshotEntry]
+    response: ModelResponse | None
+    error: str | None = None
+
+    @property
+    def window_drops(self) -> int:
+        """How many of the oldest messages the memory window left out of this call."""
+        return sum(1 for e in self.dropped if e.dropped_by == DROPPED_BY_WINDOW)
+
+
+@dataclass
+class RecordedCall:
+    """One recorded tool call and what it returned (or the question it paused on)."""
+
+    call_id: str
+    name: str
+    arguments: str
+    content: str | None
+    is_error: bool
+    pause: tuple[str, str] | None = None  # (question, kind) when the tool paused the run
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What identifies "the same call": the tool's name and its arguments in canonical form."""
+        return call_key(self.name, self.arguments)
+
+
+def call_key(name: str, arguments: str | dict[str, Any]) -> tuple[str, str]:
+    """(name, canonical arguments): calls that differ only in JSON spacing or key order are the same."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return name, arguments
+    return name, canonical_json(arguments)
+
+
+@dataclass
+class RecordedRun:
+    """A recorded run, read for rebuilding: the agent's context, the model's responses, the tool results."""
+
+    data: RunData
+    message: str
+    system: list[ContextItem]
+    system_dropped: list[ContextItem]
+    facts: list[Item] | None  # None: the run had no memory stage
+    user_id: str | None
+    history: list[ContextItem]
+    tool_definitions: list[Item]
+    settings: dict[str, Any]
+    inferences: list[RecordedInference]
+    calls: list[RecordedCall]
+    places: dict[str, str] = field(default_factory=dict)  # item hash -> PLACE_*
+    failure: tuple[str, str] | None = None  # (reason, message) of an error stage
+
+    @property
+    def run_id(self) -> str:
+        """The recorded run's id."""
+        return self.data.run.id
+
+    def inference(self, stage_id: str) -> RecordedInference:
+        """The recorded inference of stage ``stage_id``."""
+        for inference in self.inferences:
+            if inference.stage.id == stage_id:
+                return inference
+        raise KeyError(stage_id)
+
+    def first_inference_with(self, item_hash: str) -> RecordedInference | None:
+        """The earliest inference whose snapshot sent ``item_hash``."""
+        return next((i for i in self.inferences if any(e.item_hash == item_hash for e in i.entries)), None)
+
+    def results_by_call(self) -> dict[tuple[str, str], deque[RecordedCall]]:
+        """Recorded calls by (name, canonical arguments), each queue in the order they were made."""
+        served: dict[tuple[str, str], deque[RecordedCall]] = {}
+        for call in self.calls:
+            served.setdefault(call.key, deque()).append(call)
+        return served
+
+
+def read_recording(data: RunData) -> RecordedRun:
+    """Read ``data`` for rebuilding; a :class:`NotReplayableError` says what is missing."""
+    run = data.run
+    kinds = {s.kind for s in data.stages}
+    if StageKind.RESUME in kinds:
+        raise NotReplayableError(
+            f"run {run.id} paused and was resumed; replaying a resumed run is not supported (replay the runs "
+            f"of the session before it, or counterfactual an inference before the pause)"
+        )
+    if run.status == "cancelled":
+        raise NotReplayableError(f"run {run.id} was cancelled; a cancelled run cannot be replayed")
+    inferences = _inferences(data)
+    if not inferences:
+        raise NotReplayableError(f"run {run.id} made no model call; there is nothing to replay")
+    by_kind: dict[str, set[str]] = {}
+    for stage in data.stages:
+        by_kind.setdefault(stage.kind, set()).add(stage.id)
+    input_stages = by_kind.get(StageKind.INPUT, set())
+    system_stages = by_kind.get(StageKind.PROMPT, set()) | by_kind.get(StageKind.MEMORY, set())
+    first = inferences[0]
+    places: dict[str, str] = {}
+    system: list[ContextItem] = []
+    history: list[ContextItem] = []
+    tool_definitions: list[Item] = []
+    settings: dict[str, Any] = {}
+    message: str | None = None
+    for entry in first.entries:
+        item = _item(data, entry)
+        origin = entry.origin
+        if origin.kind == OriginKind.CONFIG:
+            places[item.hash] = PLACE_STATIC
+            if item.kind == ItemKind.TOOL_DEFINITION:
+                tool_definitions.append(item)
+            elif item.kind == ItemKind.SETTINGS:
+                settings.update(item.body)
+        elif origin.run_id == run.id and origin.stage_id in system_stages:
+            places[item.hash] = PLACE_SYSTEM
+            system.append(ContextItem(item, origin))
+        elif origin.run_id == run.id and origin.stage_id in input_stages:
+            places[item.hash] = PLACE_INPUT
+            message = str(item.body.get("text", ""))
+        elif origin.run_id is not None and origin.run_id != run.id:
+            places.setdefault(item.hash, PLACE_HISTORY)
+            history.append(ContextItem(item, origin))
+        else:
+            raise NotReplayableError(
+                f"run {run.id}: the first model call sent a {item.kind} item ({item.hash[:12]}) from "
+                f"{origin.describe()}, which a rebuilt agent cannot reproduce"
+            )
+    system_dropped: list[ContextItem] = []
+    older: list[ContextItem] = []
+    for entry in first.dropped:
+        item = _item(data, entry)
+        if entry.dropped_by == DROPPED_BY_LENGTH_CAP:
+            system_dropped.append(ContextItem(item, entry.origin))
+        elif entry.dropped_by == DROPPED_BY_WINDOW and entry.origin.run_id != run.id:
+            older.append(ContextItem(item, entry.origin))
+    if message is None:
+        message = _input_text(data, input_stages)
+    for inference in inferences[1:]:
+        for entry in inference.entries:
+            places.setdefault(entry.item_hash, PLACE_RUN)
+    memory_stage = next((s for s in data.stages if s.kind == StageKind.MEMORY), None)
+    facts = None
+    if memory_stage is not None:
+        facts = [_item(data, e) for e in data.inputs.get(_prompt_stage_id(data) or "", []) if e.origin.kind == "memory"]
+    return RecordedRun(
+        data=data, message=message, system=system, system_dropped=system_dropped, facts=facts,
+        user_id=(memory_stage.attributes.get("user_id") if memory_stage else None), history=[*older, *history],
+        tool_definitions=tool_definitions, settings=settings, inferences=inferences, calls=_calls(data),
+        places=places, failure=_failure(data),
+    )
+
+
+def _item(data: RunData, entry: SnapshotEntry) -> Item:
+    item = data.items.get(entry.item_hash)
+    if item is None:
+        raise NotReplayableError(f"run {data.run.id}: item {entry.item_hash[:12]} is missing from the store")
+    return item
+
+
+def _input_text(data: RunData, input_stages: set[str]) -> str:
+    for stage_id in input_stages:
+        for item_hash in data.outputs.get(stage_id, []):
+            return str(data.items[item_hash].body.get("text", ""))
+    return data.run.input
+
+
+def _prompt_stage_id(data: RunData) -> str | None:
+    return next((s.id for s in data.stages if s.kind == StageKind.PROMPT), None)
+
+
+def _inferences(data: RunData) -> list[RecordedInference]:
+    out = []
+    for turn, stage in enumerate(data.inferences(), 1):
+        entries = data.inputs.get(stage.id, [])
+        response = None
+        if stage.status == "ok":
+            response = _response(data, stage)
+        elif stage.status != "error":
+            raise NotReplayableError(f"run {data.run.id}: inference {stage.name!r} ended {stage.status}")
+        out.append(RecordedInference(
+            stage, turn, [e for e in entries if e.included], [e for e in entries if not e.included], response,
+            stage.error,
+        ))
+    return out
+
+
+def _response(data: RunData, stage: Stage) -> ModelResponse:
+    text = ""
+    calls = []
+    for item_hash in data.outputs.get(stage.id, []):
+        item = data.items[item_hash]
+        if item.kind == ItemKind.ASSISTANT:
+            text = str(item.body.get("text", ""))
+        elif item.kind == ItemKind.TOOL_CALL:
+            calls.append(ToolCall(str(item.body["id"]), str(item.body["name"]), str(item.body.get("arguments", ""))))
+    attrs = stage.attributes
+    usage = Usage(int(attrs.get("input_tokens") or 0), int(attrs.get("output_tokens") or 0),
+                  int(attrs.get("cached_tokens") or 0))
+    return ModelResponse(text, tuple(calls), str(attrs.get("finish_reason") or "stop"), usage,
+                         str(attrs.get("model") or ""), attrs.get("response_id"), "recording")
+
+
+def _calls(data: RunData) -> list[RecordedCall]:
+    out = []
+    for stage in data.stages:
+        if stage.kind != StageKind.TOOL:
+            continue
+        attrs = stage.attributes
+        outputs = data.outputs.get(stage.id, [])
+        pause = (str(attrs.get("question", "")), str(attrs.get("pause_kind", "answer"))) if attrs.get("paused") else None
+        content, is_error = None, False
+        if outputs:
+            body = data.items[outputs[-1]].body
+            content, is_error = body.get("content"), bool(body.get("is_error"))
+            if not isinstance(content, str):
+                content = json.dumps(content)
+        out.append(RecordedCall(str(attrs.get("call_id", "")), stage.name, str(attrs.get("arguments", "")), content,
+                                is_error, pause))
+    return out
+
+
+def _failure(data: RunData) -> tuple[str, str] | None:
+    for stage in data.stages:
+        if stage.kind == StageKind.ERROR:
+            message = ""
+            for item_hash in data.outputs.get(stage.id, []):
+                message = data.items[item_hash].text
+            return str(stage.attributes.get("reason", stage.name)), message
+    return None
