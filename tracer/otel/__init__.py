@@ -13,6 +13,7 @@ from ._exporter import (
     content_from_env,
     export_runs,
     otlp_span_exporter,
+    resolve_protocol,
     spans_of,
 )
 from ._spans import (
