@@ -49,6 +49,7 @@ from ._serialize import (
 from ._store import DEFAULT_PATH, RunFilter, Store
 from ._why import DroppedItem, Evidence, EvidenceNode, RunSource, why
 from .errors import (
+    ExportError,
     FootprintError,
     NewerSchemaError,
     NotAStoreError,
@@ -71,6 +72,7 @@ __all__ = [
     "EdgeKind",
     "Evidence",
     "EvidenceNode",
+    "ExportError",
     "FootprintError",
     "Item",
     "ItemKind",
