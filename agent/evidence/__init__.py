@@ -6,14 +6,40 @@ replaced, against a live provider, several times, and gives a verdict; ``blame``
 `why` names for an answer and ranks the ones whose removal flips it.
 """
 
+from ._blame import BlameReport, GroupTest, Skipped, Suspect, blame
+from ._counterfactual import (
+    Comparator,
+    CounterfactualResult,
+    Edit,
+    Outcome,
+    counterfactual,
+    exact,
+    verdict_of,
+)
+from ._rebuild import RecordedComposer, RecordedFacts, RecordedWindowMemory
 from ._replay import RecordedModel, ReplayResult, replay
 from .errors import EditError, EvidenceError, NotReplayableError
 
 __all__ = [
+    "BlameReport",
+    "Comparator",
+    "CounterfactualResult",
+    "Edit",
     "EditError",
     "EvidenceError",
+    "GroupTest",
     "NotReplayableError",
+    "Outcome",
+    "RecordedComposer",
+    "RecordedFacts",
     "RecordedModel",
+    "RecordedWindowMemory",
     "ReplayResult",
+    "Skipped",
+    "Suspect",
+    "blame",
+    "counterfactual",
+    "exact",
     "replay",
+    "verdict_of",
 ]
