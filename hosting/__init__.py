@@ -1,0 +1,52 @@
+"""footprint's standing-agent host: an agent that stays up and remembers, served over HTTP.
+
+``standing_agent`` composes an agent (one shared instance, or a factory for one per session) with
+a session store and a durability mode; ``create_app`` serves it as an ASGI app; ``serve`` runs it
+with graceful shutdown; ``RecordingsClient`` reads the host's recordings from another process.
+"""
+
+from ._client import RecordingsClient
+from ._pool import AgentPool
+from ._reply import TurnReply
+from ._standing import StandingAgent, standing_agent
+from .errors import (
+    AwaitingDecisionError,
+    HostAuthError,
+    HostClientError,
+    HostingError,
+    HostShuttingDownError,
+    NotAwaitingError,
+    SessionBusyError,
+    SessionStoreError,
+    TurnRefusedError,
+    UnreadableEnvelopeError,
+    VersionConflictError,
+)
+from .http import create_app
+from .sessions import DuckDBSessions, Envelope, InMemorySessions, PostgresSessions, SessionStore, SessionSummary
+
+__all__ = [
+    "AgentPool",
+    "AwaitingDecisionError",
+    "DuckDBSessions",
+    "Envelope",
+    "HostAuthError",
+    "HostClientError",
+    "HostShuttingDownError",
+    "HostingError",
+    "InMemorySessions",
+    "NotAwaitingError",
+    "PostgresSessions",
+    "RecordingsClient",
+    "SessionBusyError",
+    "SessionStore",
+    "SessionStoreError",
+    "SessionSummary",
+    "StandingAgent",
+    "TurnRefusedError",
+    "TurnReply",
+    "UnreadableEnvelopeError",
+    "VersionConflictError",
+    "create_app",
+    "standing_agent",
+]

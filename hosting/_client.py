@@ -1,0 +1,127 @@
+"""A client for the host's API: recordings for other processes, and turns for a chat.
+
+The host process owns its DuckDB file, so another process (the explorer, a script) reads the
+recordings through the host. :class:`RecordingsClient` mirrors the read methods of
+:class:`tracer.Store` and satisfies :class:`tracer.RunSource`, so ``tracer.why(client, run_id)``
+works against a remote host the same as against a local file.
+
+    client = RecordingsClient("http://127.0.0.1:8080", token="s3cret")
+    runs = client.list_runs(RunFilter(session_id="alice"), limit=20)
+    data = client.load_run("last")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2 as httpx
+
+from tracer import NotFoundError, Run, RunData, RunFilter, run_from_dict, rundata_from_dict
+
+from .errors import HostAuthError, HostClientError
+
+
+class RecordingsClient:
+    """The host's read API and turn endpoint over HTTP (synchronous; safe to share between threads)."""
+
+    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                 json: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        clean = {k: v for k, v in (params or {}).items() if v is not None}
+        kwargs: dict[str, Any] = {"params": clean, "json": json}
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise HostClientError(f"cannot reach the footprint host at {self.base_url}: {exc}") from exc
+        if response.status_code < 400:
+            return response.json()
+        try:
+            error = response.json().get("error", {})
+        except ValueError:
+            error = {}
+        message = error.get("message") or response.text[:300] or response.reason_phrase
+        code = error.get("code")
+        if response.status_code == 401:
+            raise HostAuthError(f"{self.base_url}: {message}", status=401, code=code)
+        if response.status_code == 404:
+            raise NotFoundError(message)
+        raise HostClientError(f"{self.base_url}{path}: {response.status_code} {message}",
+                              status=response.status_code, code=code)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> RecordingsClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ recordings (tracer.Store's read methods)
+
+    def list_runs(self, where: RunFilter = RunFilter(), *, limit: int = 50, offset: int = 0) -> list[Run]:
+        """Runs, newest first."""
+        return [run_from_dict(r) for r in self._runs_page(where, limit, offset)["runs"]]
+
+    def count_runs(self, where: RunFilter = RunFilter()) -> int:
+        """How many runs match."""
+        return int(self._runs_page(where, 0, 0)["total"])
+
+    def _runs_page(self, where: RunFilter, limit: int, offset: int) -> dict[str, Any]:
+        params = {"session": where.session_id, "agent": where.agent, "status": where.status,
+                  "search": where.search, "label": where.label, "limit": limit, "offset": offset}
+        result: dict[str, Any] = self._request("GET", "/v1/recordings/runs", params=params)
+        return result
+
+    def get_run(self, run_id: str) -> Run:
+        """One run (id, unique prefix or ``last``)."""
+        return self.load_run(run_id).run
+
+    def load_run(self, run_id: str) -> RunData:
+        """Everything recorded about one run (id, unique prefix or ``last``)."""
+        return rundata_from_dict(self._request("GET", f"/v1/recordings/runs/{run_id}"))
+
+    def resolve_run_id(self, ref: str) -> str:
+        """The full id of the run ``ref`` names: an id, a unique prefix, or ``last``."""
+        return self.get_run(ref).id
+
+    def session_runs(self, session_id: str) -> list[Run]:
+        """The runs of a session, oldest first."""
+        data = self._request("GET", f"/v1/recordings/sessions/{session_id}/runs")
+        return [run_from_dict(r) for r in data["runs"]]
+
+    def why(self, run_id: str, item: str | None = None, *, depth: int | None = None) -> dict[str, Any]:
+        """The evidence graph behind a run's answer (or one item), as ``tracer.Evidence.to_dict()``."""
+        result: dict[str, Any] = self._request("GET", f"/v1/recordings/runs/{run_id}/why",
+                                               params={"item": item, "depth": depth})
+        return result
+
+    # ------------------------------------------------------------------ the host
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """The host's sessions: ``{session_id, active, running, last_activity, status}``."""
+        return list(self._request("GET", "/v1/sessions")["sessions"])
+
+    def send(self, message: str, session_id: str | None = None, decision: str | None = None, *,
+             turn_id: str | None = None, timeout: float | None = 300.0) -> dict[str, Any]:
+        """Send a turn (or a decision for a paused session) and wait for the reply."""
+        body = {"message": message, "session_id": session_id, "decision": decision, "turn_id": turn_id}
+        result: dict[str, Any] = self._request(
+            "POST", "/v1/turns", json={k: v for k, v in body.items() if v is not None}, timeout=timeout
+        )
+        return result
+
+    def health(self) -> dict[str, Any]:
+        """The host's liveness and load figures."""
+        result: dict[str, Any] = self._request("GET", "/v1/health")
+        return result

@@ -1,0 +1,45 @@
+"""What a turn replies: one of the three ends (answered, awaiting a person, failed)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class TurnReply:
+    """How a turn ended.
+
+    ``status`` is ``answered``, ``awaiting`` (paused on ``question``: unfinished work, never a
+    failure — send the answer as a ``decision``), ``failed`` (``error`` says why) or
+    ``cancelled``; ``interrupted`` when the host stopped during the turn and stored it to finish
+    on the session's next request. ``recovered`` describes an interrupted turn this request
+    finished first; ``replayed`` is True when a ``turn_id`` that already ran got its stored reply.
+    """
+
+    status: str
+    session_id: str | None
+    run_id: str | None
+    answer: str = ""
+    question: str | None = None
+    error: str | None = None
+    recovered: dict[str, Any] | None = None
+    replayed: bool = False
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """True when the turn answered."""
+        return self.status == "answered"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (the HTTP reply body)."""
+        out = asdict(self)
+        out.pop("extra")
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TurnReply:
+        """From :meth:`to_dict`'s form."""
+        known = {k: data.get(k) for k in ("status", "session_id", "run_id", "question", "error", "recovered")}
+        return cls(answer=data.get("answer") or "", replayed=bool(data.get("replayed")), **known)

@@ -1,0 +1,398 @@
+"""The standing agent: an agent that stays up and remembers, one session at a time.
+
+    host = standing_agent(agent_factory=make_agent, sessions=DuckDBSessions(store), durability="sync")
+    reply = await host.handle("hello", session_id="alice")
+
+Two shapes, one composer:
+
+* ``agent=``: one instance for every session. An instance holds per-run state on itself, so its
+  runs are serialized globally — a correctness requirement, not a tuning choice: two runs
+  overlapping on one instance could leave one session's conversation in another's envelope.
+* ``agent_factory=``: one instance per ACTIVE session (:class:`hosting._pool.AgentPool`), so
+  sessions run in parallel and each session's turns are serialized on its own instance.
+
+Requests without a session share one fallback instance. ``on_concurrent_invoke`` decides what a
+second turn of the SAME session gets while one is running: ``refuse`` (default,
+:class:`SessionBusyError`) or ``enqueue``. A request for a different session is never refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from typing import Any
+
+from agent import Agent, Hooks
+from tracer import Durability, Store
+
+from ._pool import AgentFactory, AgentPool, Slot
+from ._recovery import needs_recovery, recover
+from ._reply import TurnReply
+from ._turn import Emit, SessionTurns, new_anonymous_id
+from .errors import AwaitingDecisionError, HostShuttingDownError, NotAwaitingError, SessionBusyError
+from .sessions import InMemorySessions, SessionStore
+
+log = logging.getLogger("footprint.host")
+
+ON_CONCURRENT = ("refuse", "enqueue")
+
+
+class StandingAgent:
+    """Serves an agent with per-session conversations kept in a :class:`SessionStore`.
+
+    ``durability``: ``exit`` persists a session when its run ends; ``sync`` also after each
+    inference and tool call (and sets the recorder of every instance to ``Durability.SYNC``).
+    ``recordings`` is the tracer store the read API serves (default: the agent's recorder's).
+    """
+
+    def __init__(
+        self,
+        *,
+        agent: Agent | None = None,
+        agent_factory: AgentFactory | None = None,
+        sessions: SessionStore | None = None,
+        durability: str | Durability = "exit",
+        on_concurrent_invoke: str = "refuse",
+        max_active_sessions: int = 100,
+        recordings: Store | None = None,
+        host_id: str | None = None,
+        lease_seconds: float = 60.0,
+    ) -> None:
+        if (agent is None) == (agent_factory is None):
+            raise ValueError("standing_agent needs exactly one of `agent` (one shared instance) or `agent_factory`")
+        durability = Durability(durability).value
+        if on_concurrent_invoke not in ON_CONCURRENT:
+            raise ValueError(f"on_concurrent_invoke must be one of {', '.join(ON_CONCURRENT)}, "
+                             f"not {on_concurrent_invoke!r}")
+        if max_active_sessions < 1:
+            raise ValueError(f"max_active_sessions must be at least 1, not {max_active_sessions}")
+        self.sessions = sessions if sessions is not None else InMemorySessions()
+        self._owns_sessions = sessions is None
+        self.durability = durability
+        self.on_concurrent_invoke = on_concurrent_invoke
+        self.recordings = recordings
+        self.host_id = host_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._turns = SessionTurns(self.sessions, durability=durability, host_id=self.host_id,
+                                   lease_seconds=lease_seconds)
+        self._original_hooks: dict[int, Hooks] = {}
+        self._inflight: dict[str, int] = {}
+        self._tasks: set[asyncio.Task[TurnReply]] = set()
+        self._draining = False
+        self._closed = False
+        self._shared: Slot | None = None
+        self._pool: AgentPool | None = None
+        self._fallback: Slot | None = None
+        if agent is not None:
+            self._wire(agent)
+            self._shared = Slot(None, agent)
+        else:
+            assert agent_factory is not None
+            self._pool = AgentPool(agent_factory, max_active_sessions, wire=self._wire, unwire=self._unwire)
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def shape(self) -> str:
+        """``shared`` (one instance, runs serialized globally) or ``pooled`` (one per session)."""
+        return "shared" if self._shared is not None else "pooled"
+
+    @property
+    def pool(self) -> AgentPool | None:
+        """The instance pool of the ``agent_factory`` shape."""
+        return self._pool
+
+    @property
+    def draining(self) -> bool:
+        """True once shutdown began: new turns are refused."""
+        return self._draining
+
+    def running_sessions(self) -> set[str]:
+        """Sessions with a turn admitted (running or queued)."""
+        return {sid for sid, n in self._inflight.items() if n > 0}
+
+    # ------------------------------------------------------------------ wiring
+
+    def _wire(self, agent: Agent) -> None:
+        self._original_hooks[id(agent)] = agent.hooks
+        agent.hooks = Hooks.merge([agent.hooks, self._turns.hooks])
+        if agent.recorder.enabled:
+            if self.durability == Durability.SYNC:
+                agent.recorder.durability = Durability.SYNC  # recordings survive a crash too
+            if self.recordings is None:
+                self.recordings = agent.recorder.store
+
+    def _unwire(self, agent: Agent) -> None:
+        original = self._original_hooks.pop(id(agent), None)
+        if original is not None:
+            agent.hooks = original
+
+    # ------------------------------------------------------------------ turns
+
+    async def handle(
+        self,
+        message: str = "",
+        *,
+        session_id: str | None = None,
+        decision: str | None = None,
+        turn_id: str | None = None,
+        emit: Emit | None = None,
+    ) -> TurnReply:
+        """Run one turn: hydrate the session, continue it or start fresh, persist, reply.
+
+        ``decision`` continues a session paused on a question. ``emit(event, data)`` receives
+        stream events. Raises :class:`TurnRefusedError` subclasses for turns the host will not
+        run, :class:`UnreadableEnvelopeError` when the session's stored data cannot be read.
+        """
+        if self._draining:
+            raise HostShuttingDownError("the host is shutting down and takes no new turns", session_id=session_id)
+        if decision is not None and session_id is None:
+            raise NotAwaitingError("a decision needs the session_id of the paused session")
+        if session_id is not None:
+            if self.on_concurrent_invoke == "refuse" and self._inflight.get(session_id, 0) > 0:
+                raise SessionBusyError(
+                    f"session {session_id!r} is already running a turn; wait for its reply "
+                    f"(or start the host with on_concurrent_invoke='enqueue')", session_id=session_id,
+                )
+            self._inflight[session_id] = self._inflight.get(session_id, 0) + 1
+        slot = self._acquire(session_id)
+        # the turn runs in a task of its own: a client that goes away does not cut a turn short
+        task = asyncio.get_running_loop().create_task(
+            self._admitted(slot, session_id, message, decision, turn_id, emit)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return await asyncio.shield(task)
+
+    def _acquire(self, session_id: str | None) -> Slot:
+        if self._shared is not None:
+            slot = self._shared
+        elif session_id is None:
+            assert self._pool is not None
+            if self._fallback is None:
+                self._fallback = self._pool.build(None)
+            slot = self._fallback
+        else:
+            assert self._pool is not None
+            return self._pool.acquire(session_id)
+        slot.users += 1
+        return slot
+
+    def _release(self, slot: Slot, session_id: str | None) -> None:
+        if self._pool is not None and slot.key is not None:
+            self._pool.release(slot)
+        else:
+            slot.users -= 1
+        if session_id is not None:
+            left = self._inflight.get(session_id, 1) - 1
+            if left > 0:
+                self._inflight[session_id] = left
+            else:
+                self._inflight.pop(session_id, None)
+
+    async def _admitted(
+        self, slot: Slot, session_id: str | None, message: str, decision: str | None, turn_id: str | None,
+        emit: Emit | None,
+    ) -> TurnReply:
+        try:
+            async with slot.lock:
+                if self._draining:
+                    raise HostShuttingDownError("the host is shutting down; this queued turn was not run",
+                                                session_id=session_id)
+                if session_id is None:
+                    return await self._anonymous(slot.agent, message, emit)
+                return await self._session_turn(slot.agent, session_id, message, decision, turn_id, emit)
+        finally:
+            self._release(slot, session_id)
+
+    async def _session_turn(
+        self, agent: Agent, session_id: str, message: str, decision: str | None, turn_id: str | None,
+        emit: Emit | None,
+    ) -> TurnReply:
+        envelope = await self.sessions.load(session_id)  # UnreadableEnvelopeError fails this request
+        marker = envelope.turn if envelope is not None else None
+        if turn_id and marker and marker.get("turn_id") == turn_id and marker.get("state") == "done":
+            reply = TurnReply.from_dict(marker.get("reply") or {"status": "answered"})
+            reply.replayed = True
+            return reply
+        if emit is not None:
+            emit("turn", {"session_id": session_id, "kind": "resume" if decision is not None else "run"})
+        recovered: dict[str, Any] | None = None
+        if envelope is not None and needs_recovery(envelope, shared=self.sessions.shared, host_id=self.host_id):
+            done = await recover(self._turns, agent, envelope, emit)
+            if done.status == "interrupted" or (turn_id and marker and marker.get("turn_id") == turn_id):
+                return done  # stopped again, or this request is the retry of the interrupted turn
+            recovered = {"run_id": done.run_id, "status": done.status, "answer": done.answer,
+                         "question": done.question}
+            if done.status != "answered":
+                done.error = (f"{done.error + '; ' if done.error else ''}this request's message was not run: "
+                              f"the session's interrupted turn ended {done.status}")
+                return done
+            envelope = await self.sessions.load(session_id)
+        if decision is not None:
+            if envelope is None or envelope.pause is None:
+                raise NotAwaitingError(f"session {session_id!r} is not waiting for a decision; send a message",
+                                       session_id=session_id)
+            pause = envelope.pause_state()
+            state = self._turns.hydrate(agent, session_id, envelope, kind="resume", text=decision, turn_id=turn_id)
+        else:
+            if envelope is not None and envelope.pause is not None:
+                question = envelope.pause.get("question", "")
+                raise AwaitingDecisionError(
+                    f"session {session_id!r} is waiting for a decision on {question!r}; send it as `decision`",
+                    session_id=session_id,
+                )
+            pause = None
+            state = self._turns.hydrate(agent, session_id, envelope, kind="run", text=message, turn_id=turn_id)
+        try:
+            result = await self._turns.run(state, pause=pause, emit=emit)
+            return await self._turns.finish(state, result, recovered=recovered)
+        finally:
+            self._turns.release(state)
+
+    async def _anonymous(self, agent: Agent, message: str, emit: Emit | None) -> TurnReply:
+        conversation_id = new_anonymous_id()
+        agent.memory.create(agent.persona, id=conversation_id)
+        agent.conversation_id, agent.session_id = conversation_id, None
+        try:
+            if emit is None:
+                result = await agent.run(message)
+            else:
+                from ._turn import event_payload
+                from agent import RunFinished
+
+                result = None
+                async for event in agent.stream(message):
+                    if isinstance(event, RunFinished):
+                        result = event.result
+                    else:
+                        emit(*event_payload(event))
+                assert result is not None
+        finally:
+            agent.memory.delete(conversation_id)
+        error = result.error
+        if result.status == "awaiting":
+            error = "a one-off turn cannot be resumed: send a session_id to keep a paused run"
+        return TurnReply(result.status, None, result.run_id, answer=result.answer, question=result.question,
+                         error=error)
+
+    # ------------------------------------------------------------------ sessions
+
+    async def sessions_overview(self, *, limit: int = 1000) -> list[dict[str, Any]]:
+        """Sessions as ``{session_id, active, running, last_activity, status}``, latest first."""
+        running = self.running_sessions()
+        lines: dict[str, dict[str, Any]] = {}
+        for s in await self.sessions.list(limit=limit):
+            lines[s.session_id] = {"session_id": s.session_id, "active": self._is_active(s.session_id),
+                                   "running": s.session_id in running, "last_activity": s.updated_at,
+                                   "status": s.status}
+        for sid in running - set(lines):
+            lines[sid] = {"session_id": sid, "active": self._is_active(sid), "running": True,
+                          "last_activity": None, "status": "running"}
+        return sorted(lines.values(), key=lambda line: line["last_activity"] or float("inf"), reverse=True)
+
+    def _is_active(self, session_id: str) -> bool:
+        if self._pool is not None:
+            return session_id in self._pool
+        return session_id in self.running_sessions()
+
+    async def session_info(self, session_id: str) -> dict[str, Any] | None:
+        """One session's stored state: status, pause question, message count, version."""
+        envelope = await self.sessions.load(session_id)
+        if envelope is None:
+            return None
+        return {
+            "session_id": session_id, "version": envelope.version, "status": envelope.status,
+            "awaiting": envelope.awaiting, "question": (envelope.pause or {}).get("question"),
+            "messages": len(envelope.conversation.get("messages", [])), "created_at": envelope.created_at,
+            "updated_at": envelope.updated_at, "last_run_id": envelope.last_run_id,
+            "active": self._is_active(session_id), "running": session_id in self.running_sessions(),
+        }
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Forget a session (refused while it runs)."""
+        if session_id in self.running_sessions():
+            raise SessionBusyError(f"session {session_id!r} is running a turn; delete it afterwards",
+                                   session_id=session_id)
+        if self._pool is not None:
+            self._pool.evict(session_id)
+        return await self.sessions.delete(session_id)
+
+    def health(self) -> dict[str, Any]:
+        """Liveness and load figures."""
+        active = len(self._pool) if self._pool is not None else int(self._shared is not None)
+        return {"status": "draining" if self._draining else "ok", "shape": self.shape,
+                "durability": self.durability, "sessions_store": self.sessions.name,
+                "active_sessions": active, "running_turns": len(self._tasks), "draining": self._draining}
+
+    # ------------------------------------------------------------------ shutdown
+
+    def begin_shutdown(self, grace: float = 10.0) -> None:
+        """Take no new turns; turns still running after ``grace`` seconds are stopped and stored.
+
+        A stopped turn is stored as ``interrupted`` with what it finished, and the session's next
+        request finishes it (see :mod:`hosting._recovery`) — a shutdown pauses a turn, it does
+        not lose it.
+        """
+        if self._draining:
+            return
+        self._draining = True
+        asyncio.get_running_loop().call_later(max(grace, 0.0), self._interrupt_running)
+
+    def _interrupt_running(self) -> None:
+        for state in list(self._turns.active.values()):
+            state.interrupt = True
+            state.agent.cancel()
+
+    async def close(self, grace: float = 10.0) -> None:
+        """Drain (see :meth:`begin_shutdown`), close every instance's tools, flush the stores."""
+        if self._closed:
+            return
+        self.begin_shutdown(grace)
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=grace + 30)
+        self._closed = True
+        if self._pool is not None:
+            await self._pool.close("closed")
+            if self._fallback is not None:
+                await self._fallback.agent.close("closed")
+                self._unwire(self._fallback.agent)
+        elif self._shared is not None:
+            await self._shared.agent.close("closed")
+            self._unwire(self._shared.agent)
+        if self.recordings is not None and not self.recordings.read_only:
+            await asyncio.to_thread(self.recordings.flush)
+        if self._owns_sessions:
+            await self.sessions.close()
+
+    async def __aenter__(self) -> StandingAgent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def standing_agent(
+    *,
+    agent: Agent | None = None,
+    agent_factory: AgentFactory | None = None,
+    sessions: SessionStore | None = None,
+    durability: str | Durability = "exit",
+    on_concurrent_invoke: str = "refuse",
+    max_active_sessions: int = 100,
+    recordings: Store | None = None,
+    host_id: str | None = None,
+    lease_seconds: float = 60.0,
+) -> StandingAgent:
+    """Serve an agent with per-session memory: ``agent`` (one shared instance) or ``agent_factory``.
+
+    See :class:`StandingAgent`; serve it over HTTP with :func:`hosting.create_app` or
+    :func:`hosting.serve`.
+    """
+    return StandingAgent(
+        agent=agent, agent_factory=agent_factory, sessions=sessions, durability=durability,
+        on_concurrent_invoke=on_concurrent_invoke, max_active_sessions=max_active_sessions,
+        recordings=recordings, host_id=host_id, lease_seconds=lease_seconds,
+    )

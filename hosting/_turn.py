@@ -1,0 +1,287 @@
+"""One turn of one session: hydrate, continue or start fresh, persist, reply.
+
+The durability dial decides when the session is persisted:
+
+``exit``  once, when the run ends (answered, awaiting, failed). A crash loses the turn in flight;
+          the stored conversation is the one before it.
+``sync``  also when the run starts (a ``running`` turn marker), after each inference, after each
+          tool call finishes (its result, kept beside the conversation until its batch joins) and
+          after each tool batch. A crash loses at most the step in flight, and the next request
+          for the session finishes the interrupted turn first (see :mod:`hosting._recovery`):
+          tool results already persisted are served, only the missing calls run.
+
+The hooks below are merged into every agent instance the host runs; they find the turn by the
+run's session id, so anonymous runs and runs outside the host are untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent import Agent, AgentEvent, Conversation, Hooks, PauseState, RunContext, RunFinished, RunResult
+from tracer import ContextItem, Item, ItemKind, Origin, OriginKind
+
+from ._reply import TurnReply
+from .sessions import Envelope, SessionStore
+
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(eq=False)
+class TurnState:
+    """What the host knows about a turn in flight; the sync hooks persist from it."""
+
+    session_id: str
+    agent: Agent
+    envelope: Envelope  # the latest saved (or loaded) envelope: its version is the one to save against
+    conversation_id: str
+    kind: str  # run | resume | recover
+    text: str  # the message, or the decision
+    turn_id: str | None
+    base: int  # messages in the conversation before this turn
+    pause: dict[str, Any] | None = None  # the paused run being resumed, until its batch joins
+    run_id: str | None = None
+    turns: int = 0
+    tool_calls: int = 0
+    usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0,
+                                                           "cached_tokens": 0})
+    tool_results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    last_had_calls: bool = False
+    interrupt: bool = False  # set by a shutdown that cancels the run: store it to finish later
+    started_at: float = field(default_factory=time.time)
+    save_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class SessionTurns:
+    """Runs turns against a session store with a durability mode; owns the sync hooks."""
+
+    def __init__(self, sessions: SessionStore, *, durability: str, host_id: str, lease_seconds: float) -> None:
+        self.sessions = sessions
+        self.durability = durability
+        self.host_id = host_id
+        self.lease_seconds = lease_seconds
+        self.active: dict[str, TurnState] = {}
+        self.hooks = Hooks(
+            before_loop=self._before_loop, after_inference=self._after_inference,
+            on_tool_end=self._on_tool_end, after_turn=self._after_turn,
+        )
+
+    @property
+    def sync(self) -> bool:
+        """True under ``sync`` durability."""
+        return self.durability == "sync"
+
+    # ------------------------------------------------------------------ hydrate
+
+    def hydrate(
+        self, agent: Agent, session_id: str, envelope: Envelope | None, *, kind: str, text: str,
+        turn_id: str | None,
+    ) -> TurnState:
+        """Put the session's conversation on the instance (a fresh one when nothing is stored)."""
+        if envelope is None:
+            envelope = Envelope(session_id, Conversation(session_id, agent.persona).to_dict())
+        conversation = envelope.conversation_obj()
+        agent.memory.put(conversation)
+        agent.conversation_id = conversation.id
+        agent.session_id = session_id
+        state = TurnState(
+            session_id, agent, envelope, conversation.id, kind, text, turn_id, len(conversation.messages),
+            pause=envelope.pause,
+        )
+        self.active[session_id] = state
+        return state
+
+    def release(self, state: TurnState) -> None:
+        """Take the conversation off the instance: the store has it, and an idle instance stays small."""
+        if self.active.get(state.session_id) is state:
+            del self.active[state.session_id]
+        state.agent.memory.delete(state.conversation_id)
+
+    # ------------------------------------------------------------------ run
+
+    async def run(
+        self, state: TurnState, *, pause: PauseState | None = None, decision: str | None = None,
+        emit: Emit | None = None,
+    ) -> RunResult:
+        """Run the turn (or resume ``pause`` with ``decision``, default the turn's text) on the instance."""
+        agent = state.agent
+        text = state.text if decision is None else decision
+        if emit is None:
+            if pause is None:
+                return await agent.run(text)
+            return await agent.resume(pause, text)
+        result: RunResult | None = None
+        async for event in agent.stream(text, pause=pause):
+            if isinstance(event, RunFinished):
+                result = event.result
+            else:
+                emit(*event_payload(event))
+        assert result is not None  # stream() always ends with RunFinished
+        return result
+
+    async def finish(self, state: TurnState, result: RunResult, *, recovered: dict[str, Any] | None = None) -> TurnReply:
+        """Persist what the run left behind and build the reply."""
+        conversation = state.agent.memory.require(state.conversation_id)
+        interrupted = result.status == "cancelled" and state.interrupt
+        if result.status in ("failed", "cancelled") and not interrupted:
+            seal_dangling_calls(conversation, state.tool_results, result.run_id)
+        if interrupted:
+            reply = TurnReply(
+                "interrupted", state.session_id, result.run_id,
+                error=f"the host stopped during this turn of session {state.session_id!r}; it was stored "
+                      f"and finishes on the session's next request",
+            )
+        else:
+            reply = TurnReply(
+                result.status, state.session_id, result.run_id, answer=result.answer,
+                question=result.question, error=result.error, recovered=recovered,
+            )
+        marker = self._marker(state, "interrupted" if interrupted else "done")
+        if not interrupted:
+            marker["reply"] = reply.to_dict()
+        pause: dict[str, Any] | None
+        if interrupted:
+            pause = state.pause
+        else:
+            pause = result.pause.to_dict() if result.status == "awaiting" and result.pause else None
+        envelope = Envelope(
+            state.session_id, conversation.to_dict(), pause, state.envelope.version, state.envelope.created_at,
+            state.envelope.updated_at, status=reply.status, last_run_id=result.run_id or state.run_id, turn=marker,
+            tool_results=dict(state.tool_results) if interrupted else {},
+        )
+        async with state.save_lock:
+            await self._save(state, envelope)
+        return reply
+
+    # ------------------------------------------------------------------ sync checkpoints
+
+    def _marker(self, state: TurnState, status: str) -> dict[str, Any]:
+        now = time.time()
+        return {
+            "state": status, "kind": state.kind, "text": state.text, "turn_id": state.turn_id,
+            "run_id": state.run_id, "base": state.base, "host": self.host_id, "started_at": state.started_at,
+            "lease_until": now + self.lease_seconds, "turns": state.turns, "tool_calls": state.tool_calls,
+            "usage": dict(state.usage),
+        }
+
+    async def checkpoint(self, state: TurnState) -> None:
+        """Persist the turn as it stands (a ``running`` marker, the conversation, finished tool results)."""
+        async with state.save_lock:
+            conversation = state.agent.memory.require(state.conversation_id)
+            envelope = Envelope(
+                state.session_id, conversation.to_dict(), state.pause, state.envelope.version,
+                state.envelope.created_at, state.envelope.updated_at, status="running",
+                last_run_id=state.run_id, turn=self._marker(state, "running"),
+                tool_results=dict(state.tool_results),
+            )
+            await self._save(state, envelope)
+
+    async def _save(self, state: TurnState, envelope: Envelope) -> None:
+        save = asyncio.ensure_future(self.sessions.save(envelope))
+        try:
+            state.envelope = await asyncio.shield(save)
+        except asyncio.CancelledError:
+            # a shutdown cancelled the run mid-save: learn the version the store now holds, then stop
+            state.envelope = await save
+            raise
+
+    def _state(self, ctx: RunContext) -> TurnState | None:
+        state = self.active.get(ctx.session_id) if ctx.session_id else None
+        return state if state is not None and (state.run_id is None or state.run_id == ctx.run_id) else None
+
+    async def _before_loop(self, ctx: RunContext) -> None:
+        state = self._state(ctx)
+        if state is None:
+            return
+        state.run_id = ctx.run_id
+        if self.sync:
+            await self.checkpoint(state)
+
+    async def _after_inference(self, ctx: RunContext, response: Any) -> None:
+        state = self._state(ctx)
+        if state is None:
+            return
+        state.turns = ctx.turn
+        usage = response.usage
+        state.usage = {
+            "input_tokens": state.usage["input_tokens"] + usage.input_tokens,
+            "output_tokens": state.usage["output_tokens"] + usage.output_tokens,
+            "cached_tokens": state.usage["cached_tokens"] + usage.cached_tokens,
+        }
+        state.tool_calls += len(response.tool_calls)
+        state.last_had_calls = bool(response.tool_calls)
+        if self.sync:
+            await self.checkpoint(state)
+
+    async def _on_tool_end(self, ctx: RunContext, call: Any, content: str, is_error: bool, duration: float) -> None:
+        state = self._state(ctx)
+        if state is None:
+            return
+        state.tool_results[call.id] = {"content": content, "is_error": is_error, "name": call.name}
+        if self.sync:
+            await self.checkpoint(state)
+
+    async def _after_turn(self, ctx: RunContext) -> None:
+        state = self._state(ctx)
+        if state is None or not state.last_had_calls:
+            return  # an answering turn is persisted by finish() right after
+        # the batch joined: its results are in the conversation now, and a resumed pause is spent
+        state.tool_results.clear()
+        state.pause = None
+        if self.sync:
+            await self.checkpoint(state)
+
+
+def event_payload(event: AgentEvent) -> tuple[str, dict[str, Any]]:
+    """An agent stream event as an SSE event name and JSON data."""
+    from agent import InferenceFinished, TextDeltaEvent, ToolFinished, ToolStarted
+
+    if isinstance(event, TextDeltaEvent):
+        return "text", {"text": event.text, "turn": event.turn}
+    if isinstance(event, ToolStarted):
+        return "tool_started", {"call_id": event.call_id, "name": event.name, "arguments": event.arguments,
+                                "progress": event.progress}
+    if isinstance(event, ToolFinished):
+        return "tool_finished", {"call_id": event.call_id, "name": event.name, "result": event.result,
+                                 "is_error": event.is_error, "duration_ms": round(event.duration_ms, 3)}
+    if isinstance(event, InferenceFinished):
+        return "inference", {"turn": event.turn, "text": event.text, "tool_calls": event.tool_calls,
+                             "input_tokens": event.usage.input_tokens, "output_tokens": event.usage.output_tokens}
+    return "event", {"repr": repr(event)}
+
+
+def seal_dangling_calls(conversation: Conversation, known: dict[str, dict[str, Any]], run_id: str | None) -> None:
+    """Give tool calls left without a result by a failed or cancelled run a result.
+
+    A model API rejects a history with unanswered tool calls, so the next turn could never run.
+    A result that finished is kept; a call that never finished gets an error result saying so —
+    it is not run again behind the user's back.
+    """
+    messages = conversation.messages
+    answered = {m.item.body.get("call_id") for m in messages if m.item.kind == ItemKind.TOOL_RESULT}
+    origin = Origin(OriginKind.HOOK, run_id, None, "host:sealed")
+    for message in list(messages):
+        if message.item.kind != ItemKind.TOOL_CALL:
+            continue
+        call_id = message.item.body.get("id")
+        if call_id in answered:
+            continue
+        name = message.item.body.get("name", "")
+        done = known.get(call_id)
+        content, is_error = (
+            (done["content"], bool(done["is_error"])) if done
+            else (f"Error: {name} did not finish: the turn ended before its result; it was not re-run.", True)
+        )
+        body = {"call_id": call_id, "name": name, "content": content, "is_error": is_error}
+        messages.append(ContextItem(Item(ItemKind.TOOL_RESULT, body), origin))
+        answered.add(call_id)
+
+
+def new_anonymous_id() -> str:
+    """The conversation id of a one-off turn (its runs are recorded under it)."""
+    return f"anon-{uuid.uuid4().hex[:16]}"

@@ -1,0 +1,205 @@
+"""The HTTP host: an ASGI app (FastAPI, with its OpenAPI spec at /openapi.json and /docs).
+
+    POST   /v1/turns                          send a turn: {message, session_id?, decision?, turn_id?}
+    POST   /v1/turns/stream                   the same, its events as Server-Sent Events
+    POST   /v1/sessions/{session_id}/decision resume a paused session: {decision}
+    GET    /v1/sessions                       sessions: {session_id, active, running, last_activity, status}
+    GET    /v1/sessions/{session_id}          one session's stored state
+    DELETE /v1/sessions/{session_id}          forget a session
+    GET    /v1/sessions/{session_id}/runs     a session's recorded runs
+    GET    /v1/recordings/...                 the read API for recordings (see _recordings.py)
+    GET    /v1/health                         liveness (never needs the token)
+
+With a token configured, every other route wants ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from tracer import Store, run_to_dict
+
+from .._reply import TurnReply
+from .._standing import StandingAgent
+from ..errors import HostingError
+from ._errors import BodyLimitMiddleware, error_body, install_error_handlers
+from ._models import (
+    SESSION_ID_PATTERN,
+    DecisionRequest,
+    HealthReply,
+    SessionsReply,
+    TurnReplyModel,
+    TurnRequest,
+)
+from ._recordings import recordings_router
+
+DEFAULT_MAX_BODY = 1_048_576
+_bearer = HTTPBearer(auto_error=False, description="The token given to `footprint serve --token`.")
+
+
+def create_app(
+    host: StandingAgent | None = None,
+    *,
+    recordings: Store | None = None,
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY,
+    shutdown_grace: float = 10.0,
+    close_host: bool = True,
+) -> FastAPI:
+    """The ASGI app serving ``host`` (turns and sessions) and ``recordings`` (the read API).
+
+    ``recordings`` defaults to the host's recordings store. The app's lifespan closes the host
+    on shutdown (``close_host``): running turns get ``shutdown_grace`` seconds, then are stored as
+    interrupted; the stores are flushed.
+    """
+    if host is None and recordings is None:
+        raise ValueError("create_app needs a standing agent host, a recordings store, or both")
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if host is not None and close_host:
+            await host.close(shutdown_grace)
+
+    app = FastAPI(
+        title="footprint standing-agent host",
+        version="1",
+        summary="Turns, sessions and the recordings of a footprint agent host.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    install_error_handlers(app)
+
+    async def authorized(credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
+        if token is None:
+            return
+        if credentials is None or credentials.scheme.lower() != "bearer":
+            raise HTTPException(401, "this host wants `Authorization: Bearer <token>`",
+                                headers={"WWW-Authenticate": "Bearer"})
+        if not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
+            raise HTTPException(401, "the bearer token is not this host's", headers={"WWW-Authenticate": "Bearer"})
+
+    def get_recordings() -> Store:
+        store = recordings if recordings is not None else (host.recordings if host is not None else None)
+        if store is None:
+            raise HTTPException(404, "this host records no runs (its agent has no recorder)")
+        return store
+
+    @app.get("/v1/health", response_model=HealthReply, tags=["host"], summary="Liveness and load")
+    async def health() -> dict[str, Any]:
+        if host is None:
+            return {"status": "ok", "shape": "none", "durability": "-", "sessions_store": "-",
+                    "active_sessions": 0, "running_turns": 0, "draining": False}
+        return host.health()
+
+    app.include_router(recordings_router(get_recordings), dependencies=[Depends(authorized)])
+    if host is not None:
+        app.include_router(_host_router(host, get_recordings), dependencies=[Depends(authorized)])
+    return app
+
+
+def _host_router(host: StandingAgent, get_recordings: Any) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["turns"])
+
+    @router.post("/turns", response_model=TurnReplyModel, summary="Send a turn (or a decision) and wait for the reply")
+    async def send_turn(body: TurnRequest) -> dict[str, Any]:
+        reply = await host.handle(body.message, session_id=body.session_id, decision=body.decision,
+                                  turn_id=body.turn_id)
+        return reply.to_dict()
+
+    @router.post(
+        "/sessions/{session_id}/decision", response_model=TurnReplyModel,
+        summary="Resume a session paused on a question with a person's decision",
+    )
+    async def decide(session_id: str, body: DecisionRequest) -> dict[str, Any]:
+        _check_session_id(session_id)
+        reply = await host.handle(session_id=session_id, decision=body.decision, turn_id=body.turn_id)
+        return reply.to_dict()
+
+    @router.post(
+        "/turns/stream", summary="Send a turn and stream its events as Server-Sent Events",
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}},
+                         "description": "events: turn, recovering, text, inference, tool_started, "
+                                        "tool_finished, then reply (or error)"}},
+    )
+    async def stream_turn(body: TurnRequest) -> StreamingResponse:
+        queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+        task = asyncio.ensure_future(host.handle(
+            body.message, session_id=body.session_id, decision=body.decision, turn_id=body.turn_id,
+            emit=lambda event, data: queue.put_nowait((event, data)),
+        ))
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        first = await queue.get()
+        if first is None:
+            task.result()  # refused or unreadable before any event: a plain JSON error response
+
+        async def events() -> AsyncIterator[bytes]:
+            item = first
+            while item is not None:
+                yield _sse(*item)
+                item = await queue.get()
+            try:
+                reply: TurnReply = task.result()
+                yield _sse("reply", reply.to_dict())
+            except HostingError as exc:
+                yield _sse("error", error_body(getattr(exc, "code", "host_error"), str(exc))["error"])
+            except Exception as exc:
+                yield _sse("error", {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"})
+
+        if first is None:
+            return StreamingResponse(_one(_sse("reply", task.result().to_dict())), media_type="text/event-stream")
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    @router.get("/sessions", response_model=SessionsReply, summary="Sessions, latest activity first")
+    async def sessions(limit: int = 1000) -> dict[str, Any]:
+        return {"sessions": await host.sessions_overview(limit=max(1, min(limit, 10_000)))}
+
+    @router.get("/sessions/{session_id}", summary="One session's stored state")
+    async def session(session_id: str) -> dict[str, Any]:
+        _check_session_id(session_id)
+        info = await host.session_info(session_id)
+        if info is None:
+            raise HTTPException(404, f"no session {session_id!r} is stored")
+        return info
+
+    @router.delete("/sessions/{session_id}", summary="Forget a session")
+    async def delete_session(session_id: str) -> JSONResponse:
+        _check_session_id(session_id)
+        if not await host.delete_session(session_id):
+            raise HTTPException(404, f"no session {session_id!r} is stored")
+        return JSONResponse({"deleted": session_id})
+
+    @router.get("/sessions/{session_id}/runs", summary="A session's recorded runs, oldest first")
+    def session_runs(session_id: str) -> dict[str, Any]:
+        store = get_recordings()
+        if not store.read_only:
+            store.flush()
+        return {"runs": [run_to_dict(r) for r in store.session_runs(session_id)]}
+
+    return router
+
+
+def _check_session_id(session_id: str) -> None:
+    import re
+
+    if not re.match(SESSION_ID_PATTERN, session_id):
+        raise HTTPException(400, f"session id {session_id[:80]!r} must be 1-200 letters, digits or . _ : @ -")
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n".encode()
+
+
+async def _one(chunk: bytes) -> AsyncIterator[bytes]:
+    yield chunk

@@ -1,0 +1,124 @@
+"""JSON error bodies for every failure the HTTP host reports, and the request-size limit.
+
+Every error is ``{"error": {"code": ..., "message": ..., ...}}`` with a 4xx status for bad input
+and a 5xx only for the host's own failures — never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tracer import NotFoundError, StoreError
+
+from ..errors import TurnRefusedError, UnreadableEnvelopeError, VersionConflictError
+
+log = logging.getLogger("footprint.host")
+
+_HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+               405: "method_not_allowed", 413: "too_large", 415: "unsupported_media_type"}
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The JSON body of an error response."""
+    return {"error": {"code": code, "message": message, **{k: v for k, v in extra.items() if v is not None}}}
+
+
+def _describe(errors: list[Any]) -> str:
+    parts = []
+    for e in errors[:5]:
+        where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{where}: {e.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map footprint errors and framework errors to JSON responses."""
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_input(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = list(exc.errors())
+        invalid_json = any(e.get("type") == "json_invalid" for e in errors)
+        code = "invalid_json" if invalid_json else "invalid_request"
+        details = [{"loc": [str(p) for p in e.get("loc", ())], "message": e.get("msg")} for e in errors[:20]]
+        return JSONResponse(error_body(code, _describe(errors), details=details), status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        headers = dict(exc.headers or {})
+        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers)
+
+    @app.exception_handler(TurnRefusedError)
+    async def refused(_: Request, exc: TurnRefusedError) -> JSONResponse:
+        return JSONResponse(error_body(exc.code, str(exc), session_id=exc.session_id), status_code=exc.http_status)
+
+    @app.exception_handler(VersionConflictError)
+    async def conflict(_: Request, exc: VersionConflictError) -> JSONResponse:
+        return JSONResponse(error_body("version_conflict", str(exc), session_id=exc.session_id), status_code=409)
+
+    @app.exception_handler(UnreadableEnvelopeError)
+    async def unreadable(_: Request, exc: UnreadableEnvelopeError) -> JSONResponse:
+        return JSONResponse(error_body("unreadable_session", str(exc), session_id=exc.session_id), status_code=500)
+
+    @app.exception_handler(NotFoundError)
+    async def not_found(_: Request, exc: NotFoundError) -> JSONResponse:
+        return JSONResponse(error_body("not_found", str(exc)), status_code=404)
+
+    @app.exception_handler(StoreError)
+    async def store_error(_: Request, exc: StoreError) -> JSONResponse:
+        log.error("store error: %s", exc)
+        return JSONResponse(error_body("store_error", str(exc)), status_code=503)
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return JSONResponse(
+            error_body("internal_error", f"the host failed: {type(exc).__name__}: {exc}"), status_code=500
+        )
+
+
+class BodyLimitMiddleware:
+    """Refuses request bodies over ``max_bytes`` with 413, by header and while streaming."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_bytes
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    length = int(value)
+                except ValueError:
+                    length = -1
+                if length > limit or length < 0:
+                    response = JSONResponse(
+                        error_body("too_large", f"the request body is {length} bytes; the limit is {limit}")
+                        if length >= 0 else error_body("bad_request", "invalid Content-Length header"),
+                        status_code=413 if length >= 0 else 400,
+                    )
+                    await response(scope, receive, send)
+                    return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise HTTPException(413, f"the request body exceeds the limit of {limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)

@@ -1,0 +1,91 @@
+"""The request and response bodies of the HTTP host (they make its OpenAPI spec)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,199}$"
+MAX_MESSAGE_CHARS = 100_000
+
+
+class TurnRequest(BaseModel):
+    """Send a turn: a message, or a decision for a session paused on a question."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    message: str = Field("", max_length=MAX_MESSAGE_CHARS, description="The user's message.")
+    session_id: str | None = Field(
+        None, pattern=SESSION_ID_PATTERN,
+        description="The conversation to continue (created on first use); omit for a one-off turn.",
+    )
+    decision: str | None = Field(
+        None, min_length=1, max_length=MAX_MESSAGE_CHARS,
+        description="The answer to the question a paused session asked; continues the paused run.",
+    )
+    turn_id: str | None = Field(
+        None, min_length=1, max_length=200,
+        description="A client-chosen id for this turn: resending it after a lost reply or a host "
+                    "restart returns that turn's reply instead of running the message twice.",
+    )
+
+    @model_validator(mode="after")
+    def _message_or_decision(self) -> TurnRequest:
+        if self.decision is None and not self.message.strip():
+            raise ValueError("give a non-empty `message` (or a `decision` for a paused session)")
+        if self.decision is not None and self.session_id is None:
+            raise ValueError("a `decision` needs the `session_id` of the paused session")
+        return self
+
+
+class DecisionRequest(BaseModel):
+    """Resume a paused session with a person's decision."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: str = Field(..., min_length=1, max_length=MAX_MESSAGE_CHARS)
+    turn_id: str | None = Field(None, min_length=1, max_length=200)
+
+
+class TurnReplyModel(BaseModel):
+    """How a turn ended: answered, awaiting a person (with the question), or failed."""
+
+    status: str = Field(description="answered | awaiting | failed | cancelled | interrupted")
+    session_id: str | None
+    run_id: str | None
+    answer: str = ""
+    question: str | None = None
+    error: str | None = None
+    recovered: dict[str, Any] | None = Field(
+        None, description="A turn interrupted by a host stop, completed before this one (its run and answer).",
+    )
+    replayed: bool = Field(False, description="True when this is the stored reply of a turn_id already run.")
+
+
+class SessionLine(BaseModel):
+    """One session in GET /v1/sessions."""
+
+    session_id: str
+    active: bool = Field(description="An agent instance for it is in the pool.")
+    running: bool = Field(description="A turn of it is running now.")
+    last_activity: float | None = Field(description="Unix time of its last change.")
+    status: str | None = Field(description="The status of its last run.")
+
+
+class SessionsReply(BaseModel):
+    """GET /v1/sessions."""
+
+    sessions: list[SessionLine]
+
+
+class HealthReply(BaseModel):
+    """GET /v1/health."""
+
+    status: str
+    shape: str
+    durability: str
+    sessions_store: str
+    active_sessions: int
+    running_turns: int
+    draining: bool

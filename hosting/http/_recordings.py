@@ -1,0 +1,70 @@
+"""The read API for recordings: the host owns the DuckDB file, so other processes read through it.
+
+    GET /v1/recordings/runs?session=&agent=&status=&search=&label=&limit=&offset=
+        -> {"runs": [tracer.run_to_dict(run), ...], "total": N}
+    GET /v1/recordings/runs/{run_id}            -> tracer.rundata_to_dict(store.load_run(id))
+    GET /v1/recordings/runs/{run_id}/why?item=&depth=  -> tracer.why(...).to_dict()
+    GET /v1/recordings/sessions/{session_id}/runs      -> {"runs": [...]} oldest first
+
+``run_id`` may be a unique prefix or ``last``. :class:`hosting.RecordingsClient` is the client.
+The handlers are plain functions, so FastAPI runs the DuckDB reads in its thread pool and the
+event loop never waits on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from tracer import RunFilter, Store, run_to_dict, rundata_to_dict, why
+
+MAX_PAGE = 1000
+
+
+def recordings_router(get_store: Callable[[], Store]) -> APIRouter:
+    """The recordings routes, reading from the store ``get_store()`` returns."""
+    router = APIRouter(prefix="/v1/recordings", tags=["recordings"])
+
+    def fresh() -> Store:
+        store = get_store()
+        # rows recorded under `exit` durability may still sit in the writer's queue
+        if not store.read_only:
+            store.flush()
+        return store
+
+    @router.get("/runs", summary="List recorded runs, newest first")
+    def list_runs(
+        session: str | None = None,
+        agent: str | None = None,
+        status: str | None = None,
+        search: str | None = None,
+        label: str | None = None,
+        limit: Annotated[int, Query(ge=0, le=MAX_PAGE)] = 50,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> dict[str, Any]:
+        store = fresh()
+        where = RunFilter(session_id=session, agent=agent, status=status, search=search, label=label)
+        runs = store.list_runs(where, limit=limit, offset=offset)
+        return {"runs": [run_to_dict(r) for r in runs], "total": store.count_runs(where)}
+
+    @router.get("/runs/{run_id}", summary="Everything recorded about one run (id, unique prefix or `last`)")
+    def load_run(run_id: str) -> dict[str, Any]:
+        store = fresh()
+        return rundata_to_dict(store.load_run(store.resolve_run_id(run_id)))
+
+    @router.get("/sessions/{session_id}/runs", summary="A session's recorded runs, oldest first")
+    def session_runs(session_id: str) -> dict[str, Any]:
+        return {"runs": [run_to_dict(r) for r in fresh().session_runs(session_id)]}
+
+    @router.get("/runs/{run_id}/why", summary="The evidence graph behind a run's answer (or one item)")
+    def why_run(
+        run_id: str,
+        item: str | None = None,
+        depth: Annotated[int, Query(ge=1, le=256)] = 64,
+    ) -> dict[str, Any]:
+        store = fresh()
+        return why(store, store.resolve_run_id(run_id), item, max_depth=depth).to_dict()
+
+    return router

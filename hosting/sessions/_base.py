@@ -1,0 +1,59 @@
+"""The one interface every session store implements.
+
+A store keeps one :class:`Envelope` per session id. Saving is optimistic: an envelope is written
+only when the stored version still equals the version it was loaded at, so two hosts (or two
+requests) can never silently overwrite each other — the loser gets :class:`VersionConflictError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from abc import ABC, abstractmethod
+
+from ._envelope import Envelope, SessionSummary
+
+
+class SessionStore(ABC):
+    """Where a standing agent keeps its sessions.
+
+    ``shared`` is True for a store that several hosts write at the same time (PostgreSQL): a turn
+    marked running there may belong to a live host elsewhere, so only an expired lease makes it a
+    crash leftover. An unshared store (memory, DuckDB) has exactly one writer process.
+    """
+
+    shared: bool = False
+    name: str = "sessions"
+
+    @abstractmethod
+    async def load(self, session_id: str) -> Envelope | None:
+        """The session's envelope; None when nothing is stored.
+
+        Raises :class:`UnreadableEnvelopeError` (naming the session) when something is stored but
+        cannot be read — never None for that.
+        """
+
+    @abstractmethod
+    async def save(self, envelope: Envelope) -> Envelope:
+        """Store ``envelope`` if the stored version still equals ``envelope.version`` (0: absent).
+
+        Returns the stored envelope (version + 1, ``updated_at`` now); raises
+        :class:`VersionConflictError` and writes nothing otherwise.
+        """
+
+    @abstractmethod
+    async def delete(self, session_id: str) -> bool:
+        """Remove a session; True when it existed."""
+
+    @abstractmethod
+    async def list(self, *, limit: int = 1000, offset: int = 0) -> list[SessionSummary]:
+        """Sessions, most recently updated first."""
+
+    async def close(self) -> None:  # noqa: B027 - optional for stores that hold nothing
+        """Release connections (the store is unusable afterwards)."""
+
+
+def next_version(envelope: Envelope) -> Envelope:
+    """The envelope as it is stored by a successful save: one version on, updated now."""
+    now = time.time()
+    return dataclasses.replace(envelope, version=envelope.version + 1, updated_at=max(now, envelope.updated_at))

@@ -1,0 +1,140 @@
+"""The envelope: everything a session store keeps about one session.
+
+A session's conversation (``agent.Conversation.to_dict()``), the paused run when the session waits
+for a person (``agent.PauseState.to_dict()``), the marker of the turn in flight or last finished,
+tool results persisted while a tool batch was still running (``sync`` durability), a version for
+optimistic concurrency, and timestamps. Stores keep it as JSON text and never interpret it beyond
+:meth:`Envelope.decode`, which is where "unreadable" is decided.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent import Conversation, PauseState
+
+from ..errors import UnreadableEnvelopeError
+
+FORMAT = "footprint.session/1"
+
+
+@dataclass
+class SessionSummary:
+    """One line of :meth:`SessionStore.list`: enough to list sessions without reading conversations."""
+
+    session_id: str
+    version: int
+    created_at: float
+    updated_at: float
+    status: str | None  # the status of the session's last run (answered, awaiting, failed, ...)
+
+
+@dataclass
+class Envelope:
+    """A session as stored: conversation, pause, turn marker, version and timestamps.
+
+    ``version`` is the version the envelope was loaded at (0: never saved). A store saves it only
+    when the stored version still equals it, and returns the saved envelope at ``version + 1``.
+    ``turn`` marks the turn in flight (``state="running"``), interrupted by a shutdown
+    (``"interrupted"``) or finished (``"done"``, with its reply).
+    """
+
+    session_id: str
+    conversation: dict[str, Any]
+    pause: dict[str, Any] | None = None
+    version: int = 0
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    status: str | None = None
+    last_run_id: str | None = None
+    turn: dict[str, Any] | None = None
+    tool_results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ reading the parts
+
+    def conversation_obj(self) -> Conversation:
+        """The conversation as an :class:`agent.Conversation` (a fresh object each call)."""
+        return Conversation.from_dict(self.conversation)
+
+    def pause_state(self) -> PauseState | None:
+        """The paused run, when the session waits for a person."""
+        return None if self.pause is None else PauseState.from_dict(self.pause)
+
+    @property
+    def awaiting(self) -> bool:
+        """True when the session is paused on a question."""
+        return self.pause is not None
+
+    def summary(self) -> SessionSummary:
+        """The list line of this envelope."""
+        return SessionSummary(self.session_id, self.version, self.created_at, self.updated_at, self.status)
+
+    # ------------------------------------------------------------------ the stored form
+
+    def encode(self) -> str:
+        """The JSON text a store keeps (version and timestamps are kept beside it, too)."""
+        return json.dumps(
+            {
+                "format": FORMAT,
+                "session_id": self.session_id,
+                "conversation": self.conversation,
+                "pause": self.pause,
+                "status": self.status,
+                "last_run_id": self.last_run_id,
+                "turn": self.turn,
+                "tool_results": self.tool_results,
+                "created_at": self.created_at,
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
+            default=str,
+        )
+
+    @classmethod
+    def decode(cls, session_id: str, text: str | bytes, *, version: int, updated_at: float) -> Envelope:
+        """An envelope from its stored text; :class:`UnreadableEnvelopeError` names the session otherwise.
+
+        The conversation and the pause state are parsed here, so a store that returns an envelope
+        returns one the host can run.
+        """
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise UnreadableEnvelopeError(session_id, f"not JSON: {exc}") from exc
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise UnreadableEnvelopeError(session_id, f"not a {FORMAT} envelope")
+        conversation = data.get("conversation")
+        try:
+            Conversation.from_dict(conversation)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise UnreadableEnvelopeError(session_id, f"its conversation is malformed: {exc}") from exc
+        pause = data.get("pause")
+        if pause is not None:
+            try:
+                if not isinstance(pause, dict):
+                    raise ValueError("the paused run is not an object")
+                PauseState.from_dict(pause)
+            except (ValueError, TypeError) as exc:
+                raise UnreadableEnvelopeError(session_id, f"its paused run is malformed: {exc}") from exc
+        turn = data.get("turn")
+        results = data.get("tool_results") or {}
+        if (turn is not None and not isinstance(turn, dict)) or not isinstance(results, dict):
+            raise UnreadableEnvelopeError(session_id, "its turn marker or tool results are malformed")
+        stored_id = data.get("session_id")
+        if stored_id != session_id:
+            raise UnreadableEnvelopeError(session_id, f"the envelope belongs to session {stored_id!r}")
+        return cls(
+            session_id=session_id,
+            conversation=conversation,  # type: ignore[arg-type]
+            pause=pause,
+            version=version,
+            created_at=float(data.get("created_at") or updated_at),
+            updated_at=updated_at,
+            status=data.get("status"),
+            last_run_id=data.get("last_run_id"),
+            turn=turn,
+            tool_results=results,
+        )

@@ -1,0 +1,73 @@
+"""RecordingsClient against a real host on loopback: the read API contract, end to end."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from hosting import HostAuthError, HostClientError, RecordingsClient, create_app, standing_agent
+from tests.hosting.hostkit import make_agent, serve_in_thread
+from tracer import NotFoundError, Recorder, RunFilter, Store, why
+
+
+def _record_runs(store: Store) -> list[str]:
+    async def go() -> list[str]:
+        ids = []
+        for session, text in (("alice", "hello"), ("alice", "again"), ("bob", "hi there")):
+            agent = make_agent(recorder=Recorder(store))
+            agent.session_id = session
+            ids.append((await agent.run(text)).run_id)
+        return ids
+
+    ids = asyncio.run(go())
+    store.flush()
+    return ids
+
+
+def test_client_mirrors_the_store_read_methods(store: Store) -> None:
+    ids = _record_runs(store)
+    with serve_in_thread(create_app(recordings=store)) as url, RecordingsClient(url) as client:
+        assert [r.id for r in client.list_runs()] == [r.id for r in store.list_runs()]
+        assert client.count_runs() == 3
+        assert client.count_runs(RunFilter(session_id="alice")) == 2
+        assert [r.id for r in client.list_runs(RunFilter(session_id="alice"), limit=1)] == [
+            store.list_runs(RunFilter(session_id="alice"), limit=1)[0].id
+        ]
+        assert [r.id for r in client.list_runs(limit=1, offset=1)] == [store.list_runs(limit=1, offset=1)[0].id]
+        assert client.list_runs(RunFilter(search="hi there"))[0].input == "hi there"
+        assert client.get_run(ids[0]) == store.get_run(ids[0])
+        assert client.resolve_run_id("last") == store.resolve_run_id("last")
+        prefix = next(ids[1][:n] for n in range(4, len(ids[1])) if sum(i.startswith(ids[1][:n]) for i in ids) == 1)
+        assert client.resolve_run_id(prefix) == ids[1]
+        loaded, local = client.load_run(ids[1]), store.load_run(ids[1])
+        assert loaded.stages == local.stages and loaded.items == local.items and loaded.inputs == local.inputs
+        assert [r.id for r in client.session_runs("alice")] == ids[:2]
+        assert client.why(ids[2]) == why(store, ids[2]).to_dict()
+        # the client is a RunSource: `why` runs against the remote host too
+        assert why(client, ids[2]).to_dict() == why(store, ids[2]).to_dict()
+        with pytest.raises(NotFoundError):
+            client.load_run("r-does-not-exist")
+
+
+def test_client_sends_turns_and_lists_sessions(store: Store) -> None:
+    host = standing_agent(agent_factory=lambda: make_agent(recorder=Recorder(store)), recordings=store)
+    with serve_in_thread(create_app(host, token="s3cret")) as url:
+        with RecordingsClient(url, token="s3cret") as client:
+            first = client.send("hello", session_id="carol")
+            assert first["status"] == "answered" and first["answer"] == "echo #1: hello"
+            second = client.send("and again", session_id="carol")
+            assert second["answer"] == "echo #2: and again"
+            lines = client.sessions()
+            assert [(s["session_id"], s["status"], s["running"]) for s in lines] == [("carol", "answered", False)]
+            assert lines[0]["active"] is True and lines[0]["last_activity"] > 0
+            assert [r.id for r in client.session_runs("carol")] == [first["run_id"], second["run_id"]]
+        with RecordingsClient(url, token="wrong") as bad, pytest.raises(HostAuthError):
+            bad.list_runs()
+        with RecordingsClient(url) as anonymous, pytest.raises(HostAuthError):
+            anonymous.sessions()
+
+
+def test_client_names_an_unreachable_host() -> None:
+    with RecordingsClient("http://127.0.0.1:9", timeout=2) as client, pytest.raises(HostClientError, match="cannot reach"):
+        client.count_runs()
