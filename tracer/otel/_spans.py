@@ -95,6 +95,8 @@ class _Segment:
     resumed: bool
     first_stage: str | None = None
     first_stage_seq: int | None = None
+    first_started: float | None = None
+    last_ended: float | None = None
     provider: str | None = None
     request_model: str | None = None
     user_text: str | None = None
@@ -155,6 +157,10 @@ class SpanBuilder(RecordingListener):
                 self._segments[stage.run_id] = segment
         if segment.first_stage_seq is None or stage.seq < segment.first_stage_seq:
             segment.first_stage, segment.first_stage_seq = stage.id, stage.seq
+        if segment.first_started is None or stage.started_at < segment.first_started:
+            segment.first_started = stage.started_at
+        if stage.ended_at is not None and (segment.last_ended is None or stage.ended_at > segment.last_ended):
+            segment.last_ended = stage.ended_at
         outputs = recorded.output_items()
         if stage.kind == StageKind.INFERENCE:
             self._chat(segment, recorded)
@@ -282,7 +288,13 @@ class SpanBuilder(RecordingListener):
                 reason = {"answer": "stop", "pause": "stop", "error": "error"}.get(kind, "stop")
                 attributes[g.OUTPUT_MESSAGES] = g.to_json(
                     [{"role": "assistant", "parts": [g.text_part(text)], "finish_reason": reason}])
-        start = segment.run.started_at
+        # the store keeps one start and one end per run: a resumed segment begins with its resume
+        # stage and a paused one ends with its last stage, so live and stored spans agree
+        start, end = segment.run.started_at, run.ended_at
+        if segment.resumed and segment.first_started is not None:
+            start = segment.first_started
+        if run.status == RunStatus.AWAITING and segment.last_ended is not None:
+            end = segment.last_ended
         self._span(f"{g.INVOKE_AGENT} {run.agent}" if run.agent else g.INVOKE_AGENT, run.id,
                    agent_span_key(run.id, segment.first_seq), None, SpanKind.INTERNAL, start,
-                   run.ended_at, attributes, status)
+                   end, attributes, status)
