@@ -19,7 +19,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from ._diff import RunDivergence, SnapshotDiff, diff_snapshots
-from ._records import Item, ItemKind, Run, SnapshotEntry, Stage, StageKind, canonical_json
+from ._records import Item, ItemKind, Origin, OriginKind, Run, SnapshotEntry, Stage, StageKind, canonical_json
 from ._rundata import RunData
 from ._why import RunSource
 
@@ -50,6 +50,7 @@ class StagePair:
     reasons: list[str] = field(default_factory=list)
     context: SnapshotDiff | None = None
     dropped: list[DroppedChange] = field(default_factory=list)
+    outputs: SnapshotDiff | None = None
 
     @property
     def label(self) -> str:
@@ -65,6 +66,7 @@ class StagePair:
             "stage_a": self.a.id if self.a else None, "stage_b": self.b.id if self.b else None,
             "reasons": self.reasons, "context": self.context.to_dict() if self.context else None,
             "dropped": [d.to_dict() for d in self.dropped],
+            "outputs": self.outputs.to_dict() if self.outputs else None,
         }
 
 
@@ -236,12 +238,19 @@ def _pair(index: int, sa: Stage, sb: Stage, a: RunData, b: RunData, items: dict[
     out_a = [content_form(items.get(h), h) for h in a.outputs.get(sa.id, [])]
     out_b = [content_form(items.get(h), h) for h in b.outputs.get(sb.id, [])]
     if out_a != out_b:
+        made_a, made_b = _output_entries(a, sa), _output_entries(b, sb)
+        pair.outputs = diff_snapshots(_unmatched(made_a, out_a, out_b), _unmatched(made_b, out_b, out_a), items)
         pair.reasons.append("produced different output")
     if sa.status != sb.status:
         pair.reasons.append(f"ended {sa.status} in A, {sb.status} in B")
     if pair.reasons:
         pair.change = "differs"
     return pair
+
+
+def _output_entries(data: RunData, stage: Stage) -> list[SnapshotEntry]:
+    origin = Origin(OriginKind.STAGE, data.run.id, stage.id)
+    return [SnapshotEntry(i, h, origin) for i, h in enumerate(data.outputs.get(stage.id, []))]
 
 
 def _unmatched(

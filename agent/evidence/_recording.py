@@ -161,8 +161,11 @@ def read_recording(data: RunData) -> RecordedRun:
             places[item.hash] = PLACE_SYSTEM
             system.append(ContextItem(item, origin))
         elif origin.run_id == run.id and origin.stage_id in input_stages:
-            places[item.hash] = PLACE_INPUT
-            message = str(item.body.get("text", ""))
+            if item.kind == ItemKind.USER:
+                places[item.hash] = PLACE_INPUT
+                message = str(item.body.get("text", ""))
+            else:  # e.g. the results the loop gives calls an earlier run left unanswered: it gives them again
+                places[item.hash] = PLACE_RUN
         elif origin.run_id is not None and origin.run_id != run.id:
             places.setdefault(item.hash, PLACE_HISTORY)
             history.append(ContextItem(item, origin))
@@ -206,7 +209,8 @@ def _item(data: RunData, entry: SnapshotEntry) -> Item:
 def _input_text(data: RunData, input_stages: set[str]) -> str:
     for stage_id in input_stages:
         for item_hash in data.outputs.get(stage_id, []):
-            return str(data.items[item_hash].body.get("text", ""))
+            if data.items[item_hash].kind == ItemKind.USER:
+                return str(data.items[item_hash].body.get("text", ""))
     return data.run.input
 
 

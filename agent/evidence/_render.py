@@ -1,0 +1,156 @@
+"""Plain-text renderings of replays, counterfactuals, blame reports, run comparisons and dropped context."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tracer import DroppedContext, Origin, RunComparison, StagePair
+
+from ._blame import BlameReport
+from ._counterfactual import CounterfactualResult
+from ._replay import ReplayResult
+
+
+def short(text: str | None, limit: int = 70) -> str:
+    """``text`` on one line, cut to ``limit`` characters, quoted."""
+    flat = " ".join((text or "").split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+
+
+def _origin(origin: Origin) -> str:
+    if origin.kind == "stage":
+        return f"run {origin.run_id}"
+    return f"{origin.kind} {origin.source or ''}".rstrip()
+
+
+def render_replay(result: ReplayResult) -> str:
+    """A replay in a few lines."""
+    lines = [
+        f"Replayed run {result.source_run_id} as run {result.run_id} (forked from it, labelled replay).",
+        f"  {result.status}: {short(result.answer, 100)}",
+        f"  {result.model_calls} model call(s) and {result.tool_calls} tool result(s) served from the recording; "
+        f"no model was called and no tool was run.",
+    ]
+    if result.identical:
+        lines.append("  Identical to the recording: the same stages, the same context at every inference, the same "
+                     "outputs.")
+    else:
+        lines.append(f"  Differs from the recording: {result.divergence.reason}")
+    return "\n".join(lines)
+
+
+def render_counterfactual(result: CounterfactualResult) -> str:
+    """A counterfactual: the edit, the outcomes and the verdict."""
+    lines = [f"Counterfactual on run {result.source_run_id} from inference {result.stage_name!r} ({result.stage_id}):"]
+    for edit in result.edits:
+        change = "removed" if edit.action == "remove" else "replaced"
+        lines.append(f"  {change} {edit.item.kind} {edit.item.hash[:12]} ({edit.source}): {short(edit.item.text)}")
+        if edit.replacement is not None:
+            lines.append(f"    with {short(edit.replacement.text)}")
+    lines.append(f"Original answer ({result.original_status}): {short(result.original_answer, 100)}")
+    for number, outcome in enumerate(result.outcomes, 1):
+        detail = outcome.error if outcome.result == "error" else outcome.answer
+        lines.append(f"  re-run {number}  {outcome.run_id}  {outcome.result:<7}  {short(detail, 80)}")
+    lines.append(f"Verdict: {result.verdict} ({result.changed} of {len(result.outcomes)} re-runs answered differently)")
+    return "\n".join(lines)
+
+
+def render_blame(report: BlameReport) -> str:
+    """The culprits first, then everything tested and skipped."""
+    lines = [f"Blame for run {report.run_id}: {short(report.answer, 100)}", ""]
+    culprits = report.culprits
+    if culprits:
+        lines.append("Culprits (removing the item alone changes the answer):")
+        for rank, suspect in enumerate(culprits, 1):
+            lines.append(f"  {rank}. {suspect.kind} {suspect.item_hash[:12]} from {suspect.source}: {short(suspect.text)}")
+            lines.append(f"     {suspect.verdict}: {suspect.changed} of {suspect.repeats} re-runs changed "
+                         f"(runs {', '.join(suspect.run_ids)})")
+    else:
+        lines.append("No single item's removal changes the answer.")
+    lines += ["", f"Tested ({len(report.tested)} items, {len(report.groups)} group test(s)):"]
+    for suspect in report.tested:
+        lines.append(f"  {suspect.verdict:<12} {suspect.via:<11} {suspect.item_hash[:12]}  {suspect.kind:<15} "
+                     f"{short(suspect.text, 44):<46} <- {suspect.source}")
+    if report.skipped:
+        lines += ["", "Not tested:"]
+        for skipped in report.skipped:
+            lines.append(f"  {skipped.item_hash[:12]}  {skipped.kind:<15} {short(skipped.text, 40):<42} {skipped.reason}")
+    for note in report.notes:
+        lines += ["", f"Note: {note}"]
+    return "\n".join(lines)
+
+
+def _stage_line(pair: StagePair) -> str:
+    mark = {"same": "=", "differs": "≠", "only_a": "A", "only_b": "B"}[pair.change]
+    stage = pair.a or pair.b
+    assert stage is not None
+    reasons = f"  {'; '.join(pair.reasons)}" if pair.change != "same" else ""
+    return f"  {mark} {stage.kind:<11} {stage.name[:28]:<28}{reasons}"
+
+
+def render_comparison(comparison: RunComparison) -> str:
+    """Two runs side by side: answers, the first divergence and its context, tool calls, tokens and cost."""
+    a, b = comparison.a, comparison.b
+    lines = [
+        f"A  {a.id}  {a.status}  {short(a.output, 90)}",
+        f"B  {b.id}  {b.status}  {short(b.output, 90)}",
+        f"Answers: {'the same' if comparison.same_answer else 'differ'}",
+        "",
+    ]
+    first = comparison.first_divergence
+    if first is None:
+        lines.append("The runs do not diverge: the same stages, context and outputs.")
+    else:
+        lines.append(f"First divergence: {first.label}: {'; '.join(first.reasons)}")
+        diffs = [("context", first.context), ("output", first.outputs)]
+        for what, diff in diffs:
+            if diff is None:
+                continue
+            for entry in diff.entries:
+                where = f"{entry.origin_kind} {entry.origin_source}" if entry.origin_source else entry.origin_kind
+                if entry.before_text is not None:
+                    lines.append(f"  {what} {entry.change}: {entry.item_kind} ({where}): A {short(entry.before_text, 50)} "
+                                 f"-> B {short(entry.text, 50)}")
+                else:
+                    side = "A" if entry.change == "dropped" else "B"
+                    lines.append(f"  {what} only in {side}: {entry.item_kind} ({where}) {short(entry.text, 60)}")
+        for dropped in first.dropped:
+            lines.append(f"  left out in {dropped.side.upper()} only ({dropped.dropped_by}): {dropped.item_kind} "
+                         f"{short(dropped.text, 60)}")
+    lines += ["", "Stages:"]
+    lines += [_stage_line(p) for p in comparison.stages]
+    if comparison.tool_calls:
+        lines += ["", "Tool calls:"]
+        for call in comparison.tool_calls:
+            if call.change in ("same", "result"):
+                lines.append(f"  {call.change:<9} {call.name_a}({call.arguments_a})")
+                if call.change == "result":
+                    lines.append(f"            A {short(call.result_a, 50)}  B {short(call.result_b, 50)}")
+            elif call.change == "only_b":
+                lines.append(f"  only B    {call.name_b}({call.arguments_b})")
+            elif call.change == "only_a":
+                lines.append(f"  only A    {call.name_a}({call.arguments_a})")
+            else:
+                lines.append(f"  {call.change:<9} A {call.name_a}({call.arguments_a})  B {call.name_b}({call.arguments_b})")
+    usage = comparison.usage
+    lines += [
+        "",
+        f"Tokens in   A {usage.tokens_in[0]:>7}  B {usage.tokens_in[1]:>7}  ({usage.tokens_in[1] - usage.tokens_in[0]:+d})",
+        f"Tokens out  A {usage.tokens_out[0]:>7}  B {usage.tokens_out[1]:>7}  ({usage.tokens_out[1] - usage.tokens_out[0]:+d})",
+        f"Cost        A ${usage.cost[0]:.6f}  B ${usage.cost[1]:.6f}",
+    ]
+    return "\n".join(lines)
+
+
+def render_dropped(reports: Sequence[DroppedContext]) -> str:
+    """Per inference: how much was sent, and each item left out with what left it out."""
+    if not reports:
+        return "The run made no model call."
+    lines = []
+    for report in reports:
+        lines.append(f"{report.stage_name} ({report.stage_id}): {report.sent} item(s) sent, "
+                     f"{len(report.items)} left out")
+        for item in report.items:
+            lines.append(f"  {item.dropped_by:<18} {item.item_kind:<15} {short(item.text, 50):<52} <- "
+                         f"{_origin(item.origin)}")
+    return "\n".join(lines)

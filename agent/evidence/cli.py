@@ -1,0 +1,250 @@
+"""The evidence commands of the `footprint` CLI: replay, counterfactual, blame, compare, dropped.
+
+``register(group)`` adds them; :mod:`agent.cli` calls it. Re-runs against a live model pick the
+provider the run was made with: the offline demo model for runs labelled ``offline-demo``,
+otherwise OpenAI (or an OpenAI-compatible server) when ``OPENAI_API_KEY`` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from tracer import Run, Store, compare_runs, dropped_context
+from tracer.cli import db_option
+
+from .._tools import Tool, ToolRegistry
+from ..errors import UserError
+from ..providers import Provider
+from ._blame import BlameReport, blame
+from ._counterfactual import NEW_CALL_POLICIES, Comparator, CounterfactualResult, Edit, counterfactual
+from ._render import render_blame, render_comparison, render_counterfactual, render_dropped, render_replay
+from ._replay import replay
+from .errors import EvidenceError
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+provider_option = click.option(
+    "--provider", "provider_name", type=click.Choice(["auto", "offline-demo", "openai"]), default="auto",
+    show_default=True,
+    help="The live model: auto picks the offline demo model for runs it made, else OpenAI (needs OPENAI_API_KEY).",
+)
+tools_option = click.option(
+    "--tools", "tools_ref", metavar="MODULE:NAME",
+    help="Real tools for calls the recording did not make: a ToolRegistry, a list of tools, or a function "
+         "returning one (default: the demo's tools for demo runs, none otherwise).",
+)
+same_option = click.option(
+    "--same", "same_ref", default="exact", show_default=True, metavar="exact|normalized|MODULE:FUNC",
+    help="When two answers count as the same: identical text, equal ignoring case and spacing, or your "
+         "function (original, new) -> bool.",
+)
+repeat_option = click.option("--repeat", "repeats", type=click.IntRange(1, 50), default=3, show_default=True,
+                             help="How many times to re-run.")
+new_calls_option = click.option(
+    "--new-calls", type=click.Choice(NEW_CALL_POLICIES), default="durable", show_default=True,
+    help="Tool calls the recording did not make: run durable tools only, all tools (each non-durable call "
+         "once), or none.",
+)
+
+
+def register(group: click.Group) -> None:
+    """Add the evidence commands to ``group``."""
+    for command in (replay_command, counterfactual_command, blame_command, compare_command, dropped_command):
+        group.add_command(command)
+
+
+def _open(db: str) -> Store:
+    return Store.open(db)
+
+
+def _echo_json(value: dict[str, Any]) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+@click.command("replay")
+@click.argument("run")
+@db_option
+@json_option
+def replay_command(run: str, db: str, as_json: bool) -> None:
+    """Run RUN again from its recording: recorded model outputs and tool results, no network, no side effects.
+
+    The replay is recorded as a new run (forked from RUN, labelled replay). It stops with an error
+    at the first model request that differs from the recording, naming the stage.
+    """
+    with _open(db) as store:
+        result = asyncio.run(replay(store, run))
+    _echo_json(result.to_dict()) if as_json else click.echo(render_replay(result))
+
+
+@click.command("counterfactual")
+@click.argument("run")
+@click.option("--stage", help="The inference to start from: a stage id (or prefix) or a turn number "
+                              "(default: the first inference that sent the item).")
+@click.option("--remove", "remove", multiple=True, metavar="ITEM", help="Leave out the item (a hash prefix).")
+@click.option("--replace", "replace", metavar="ITEM", help="Replace the item's text (with --with).")
+@click.option("--with", "with_text", metavar="TEXT", help="The replacement text for --replace.")
+@repeat_option
+@same_option
+@new_calls_option
+@provider_option
+@tools_option
+@db_option
+@json_option
+def counterfactual_command(
+    run: str, stage: str | None, remove: tuple[str, ...], replace: str | None, with_text: str | None, repeats: int,
+    same_ref: str, new_calls: str, provider_name: str, tools_ref: str | None, db: str, as_json: bool,
+) -> None:
+    """Re-run RUN from a stage with an item removed or replaced, and say whether the answer flips.
+
+    Model calls before the stage are served from the recording; from the stage on the live model
+    answers. Tool calls identical to recorded ones get the recorded results. Each re-run is
+    recorded as a run forked from RUN. Verdict: flips, holds or inconclusive.
+    """
+    edits = [Edit.remove(item) for item in remove]
+    if (replace is None) != (with_text is None):
+        raise click.UsageError("--replace ITEM and --with TEXT go together")
+    if replace is not None and with_text is not None:
+        edits.append(Edit.replace(replace, with_text))
+    if not edits:
+        raise click.UsageError("say what to change: --remove ITEM or --replace ITEM --with TEXT")
+    with _open(db) as store:
+        source = store.get_run(store.resolve_run_id(run))
+        provider, tools = live_provider(source, provider_name), load_tools(source, tools_ref)
+        progress = None if as_json else _progress
+        result: CounterfactualResult = asyncio.run(counterfactual(
+            store, source.id, edits=edits, stage=stage, provider=provider, tools=tools, repeats=repeats,
+            comparator=load_comparator(same_ref), new_calls=new_calls,
+            on_outcome=(lambda o: progress(f"re-run {o.run_id}: {o.result}")) if progress else None,
+        ))
+    _echo_json(result.to_dict()) if as_json else click.echo(render_counterfactual(result))
+
+
+@click.command("blame")
+@click.argument("run")
+@repeat_option
+@same_option
+@new_calls_option
+@click.option("--include-tools", is_flag=True, help="Test the tool definitions too.")
+@click.option("--bisect-above", type=click.IntRange(1), default=8, show_default=True,
+              help="With more suspects than this, test groups (halves) first.")
+@provider_option
+@tools_option
+@db_option
+@json_option
+def blame_command(
+    run: str, repeats: int, same_ref: str, new_calls: str, include_tools: bool, bisect_above: int,
+    provider_name: str, tools_ref: str | None, db: str, as_json: bool,
+) -> None:
+    """Find the context items that made RUN answer as it did: each suspect `why` names is removed in a
+    counterfactual; the items whose removal flips the answer are reported, ranked, with the verdicts."""
+    with _open(db) as store:
+        source = store.get_run(store.resolve_run_id(run))
+        report: BlameReport = asyncio.run(blame(
+            store, source.id, provider=live_provider(source, provider_name), tools=load_tools(source, tools_ref),
+            repeats=repeats, comparator=load_comparator(same_ref), new_calls=new_calls,
+            include_tool_definitions=include_tools, bisect_above=bisect_above,
+            on_progress=None if as_json else _progress,
+        ))
+    _echo_json(report.to_dict()) if as_json else click.echo(render_blame(report))
+
+
+@click.command("compare")
+@click.argument("run_a")
+@click.argument("run_b")
+@db_option
+@json_option
+def compare_command(run_a: str, run_b: str, db: str, as_json: bool) -> None:
+    """Compare two runs stage by stage: the first divergence, the context that differs there, the tool
+    calls that differ, tokens and cost."""
+    with Store.open(db, read_only=True) as store:
+        comparison = compare_runs(store, store.resolve_run_id(run_a), store.resolve_run_id(run_b))
+    _echo_json(comparison.to_dict()) if as_json else click.echo(render_comparison(comparison))
+
+
+@click.command("dropped")
+@click.argument("run")
+@db_option
+@json_option
+def dropped_command(run: str, db: str, as_json: bool) -> None:
+    """For each inference of RUN, the context that was available but not sent, and what left it out."""
+    with Store.open(db, read_only=True) as store:
+        reports = dropped_context(store, store.resolve_run_id(run))
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in reports], indent=2, ensure_ascii=False))
+    else:
+        click.echo(render_dropped(reports))
+
+
+def _progress(line: str) -> None:
+    click.echo(f"  {line}", err=True)
+
+
+def live_provider(run: Run, name: str = "auto") -> Provider:
+    """The live model to re-run ``run`` against (see the module docstring)."""
+    if name == "offline-demo" or (name == "auto" and "offline-demo" in run.labels):
+        from ..providers._demo import OfflineDemoModel
+
+        return OfflineDemoModel()
+    if not os.environ.get("OPENAI_API_KEY"):
+        raise EvidenceError(
+            f"run {run.id} was made with model {run.model or 'unknown'}; set OPENAI_API_KEY (and OPENAI_BASE_URL "
+            f"for a compatible server) to re-run it against a live model, or pass --provider offline-demo"
+        )
+    from ..providers import OpenAIProvider
+
+    return OpenAIProvider(run.model or os.environ.get("FOOTPRINT_MODEL") or "gpt-4o-mini")
+
+
+def _import(ref: str, what: str) -> Any:
+    module_name, _, attr = ref.partition(":")
+    if not module_name or not attr:
+        raise click.BadParameter(f"{ref!r} is not MODULE:NAME", param_hint=what)
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(f"cannot load {ref}: {exc}", param_hint=what) from None
+
+
+def load_tools(run: Run, ref: str | None) -> Sequence[Tool] | ToolRegistry:
+    """The real tools for new calls: ``ref`` (MODULE:NAME), or the demo's tools for a demo run."""
+    if ref is None:
+        from ..demo import demo_registry, load_scenario
+
+        try:
+            demo_agent = load_scenario().agent
+        except UserError:  # no demo scenario next to this install: no default tools
+            return ()
+        return demo_registry() if run.agent == demo_agent else ()
+    value = _import(ref, "--tools")
+    if callable(value) and not isinstance(value, Tool | ToolRegistry):
+        value = value()
+    if isinstance(value, ToolRegistry):
+        return value
+    if isinstance(value, Tool):
+        return [value]
+    if isinstance(value, list | tuple) and all(isinstance(t, Tool) for t in value):
+        return list(value)
+    raise click.BadParameter(f"{ref} is not a ToolRegistry, a Tool or a list of tools", param_hint="--tools")
+
+
+def _normalized(original: str, answer: str) -> bool:
+    return " ".join(original.lower().split()) == " ".join(answer.lower().split())
+
+
+def load_comparator(ref: str) -> Comparator:
+    """``exact``, ``normalized``, or a function (original, new) -> bool named MODULE:FUNC."""
+    if ref == "exact":
+        return lambda original, answer: original == answer
+    if ref == "normalized":
+        return _normalized
+    value = _import(ref, "--same")
+    if not callable(value):
+        raise click.BadParameter(f"{ref} is not a function", param_hint="--same")
+    function: Callable[[str, str], bool] = value
+    return function
