@@ -19,6 +19,7 @@ from ._events import AgentEvent, PauseState, RunFinished, RunResult
 from ._facts import FactStore
 from ._hooks import Feature, Hooks
 from ._memory import ConversationMemory
+from ._pause import check_resumable
 from ._prompt import PromptComposer
 from ._tools import Tool, ToolRegistry
 from .errors import AgentBusyError, UserError
@@ -163,64 +164,92 @@ class Agent:
         return self._task is not None and not self._task.done()
 
     async def run(self, message: str) -> RunResult:
-        """Run one turn: the answer, status, run id and usage. Failures end the run; they are not raised."""
-        return await self._start(message, None, None, emit=None)
+        """Run one turn and return its answer, status, run id and usage.
+
+        The run ends ``answered``, ``awaiting`` (a tool asked a person: see :meth:`resume`),
+        ``failed`` (a provider error or a limit; ``stop_reason`` says which) or ``cancelled``; none
+        of these is raised. :class:`AgentBusyError` is raised when a run is already in flight.
+        """
+        return await self._start(message, None, None)
 
     async def resume(self, pause: PauseState | dict[str, Any], decision: str) -> RunResult:
-        """Continue a paused run with a person's ``decision``; earlier tool calls are not re-run."""
+        """Continue a paused run with a person's ``decision``; earlier tool calls are not run again.
+
+        For a question the decision is the tool's result; for an approval, ``yes``/``ok``/...
+        runs the call and anything else refuses it.
+        """
         state = pause if isinstance(pause, PauseState) else PauseState.from_dict(pause)
-        return await self._start(decision, state, None, emit=None)
+        self._check_idle()
+        check_resumable(self, state)
+        return await self._start(decision, state, None)
 
     async def stream(self, message: str, *, pause: PauseState | None = None) -> AsyncIterator[AgentEvent]:
-        """Run one turn, yielding events (text deltas, tool calls, ...) and finally :class:`RunFinished`."""
+        """Run one turn (or resume ``pause`` with ``message`` as the decision), yielding its events.
+
+        Events: :class:`TextDeltaEvent` as the model writes, :class:`ToolStarted` (with the tool's
+        progress line) and :class:`ToolFinished` per call, :class:`InferenceFinished` per model
+        call, and last :class:`RunFinished` with the result. Closing the stream early (``async with
+        contextlib.aclosing(agent.stream(...))``, then ``break``) cancels the run.
+        """
+        self._check_idle()
+        if pause is not None:
+            check_resumable(self, pause)
         queue: asyncio.Queue[AgentEvent] = asyncio.Queue()
-        runner = asyncio.ensure_future(self._start(message, pause, None, emit=queue.put_nowait))
+        runner = asyncio.ensure_future(self._start(message, pause, queue.put_nowait))
         try:
             while True:
                 getter = asyncio.ensure_future(queue.get())
                 done, _ = await asyncio.wait({getter, runner}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    event = getter.result()
-                    yield event
-                    if isinstance(event, RunFinished):
-                        return
-                else:
+                if getter not in done:
                     getter.cancel()
-                    while not queue.empty():
-                        event = queue.get_nowait()
-                        yield event
-                        if isinstance(event, RunFinished):
-                            return
-                    yield RunFinished(runner.result())
+                    break
+                event = getter.result()
+                yield event
+                if isinstance(event, RunFinished):
                     return
+            # the run is over: drain what it emitted, then its result (or its exception)
+            while not queue.empty():
+                event = queue.get_nowait()
+                yield event
+                if isinstance(event, RunFinished):
+                    return
+            yield RunFinished(runner.result())
         finally:
             if not runner.done():
                 runner.cancel()
+                await asyncio.gather(runner, return_exceptions=True)
 
     def cancel(self) -> bool:
-        """Abort the run in flight (its model request and running tools); True when one was running."""
+        """Abort the run in flight: its model request and running tools. True when one was running.
+
+        The run ends ``cancelled`` (recorded, with an error stage); every tool call it started
+        gets a result saying it was cancelled, so the conversation can go on.
+        """
         if self.busy:
             assert self._task is not None
             self._task.cancel()
             return True
         return False
 
-    async def _start(
-        self, message: str, pause: PauseState | None, _unused: None, emit: Callable[[AgentEvent], None] | None
-    ) -> RunResult:
+    def _check_idle(self) -> None:
         if self.busy:
             raise AgentBusyError(
-                f"agent {self.name} is already running a turn; wait for it, or use one instance per session"
+                f"agent {self.name} is already running a turn; wait for it, cancel it, or use one instance "
+                f"per session"
             )
+
+    async def _start(
+        self, message: str, pause: PauseState | None, emit: Callable[[AgentEvent], None] | None
+    ) -> RunResult:
+        self._check_idle()
         from ._loop import RunLoop
 
-        loop = RunLoop(self, emit)
-        self._task = asyncio.ensure_future(loop.execute(message, pause))
+        task = self._task = asyncio.ensure_future(RunLoop(self, emit).execute(message, pause))
         try:
-            result = await asyncio.shield(self._task)
+            result = await asyncio.shield(task)
         except asyncio.CancelledError:
             # our caller was cancelled: stop the run too, and let it record itself as cancelled
-            self._task.cancel()
+            task.cancel()
             raise
         if emit is not None:
             emit(RunFinished(result))

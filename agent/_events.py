@@ -83,7 +83,7 @@ class RunResult:
     answer: str
     status: str  # answered | awaiting | failed | cancelled
     run_id: str
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
     turns: int = 0
     tool_calls: int = 0

@@ -3,11 +3,15 @@
 :class:`Hooks` are optional callbacks (sync or async) around the loop, each turn, each inference
 and each tool call. A :class:`Feature` bundles instructions, tools and hooks; when several features
 are given, their instructions and tools concatenate and their hooks fan out in order.
+
+A hook observes; it never fails the run. An exception from a hook is logged and recorded with the
+run (``hook_errors`` in its attributes), and the run goes on.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
@@ -16,6 +20,13 @@ if TYPE_CHECKING:
     from ._tools import Tool
 
 Hook = Callable[..., Any]
+log = logging.getLogger("footprint.agent")
+
+#: The hook names in the order a run meets them (tool hooks repeat per call, turn hooks per turn).
+HOOK_NAMES = (
+    "before_loop", "before_turn", "before_inference", "after_inference", "on_tool_start", "on_progress",
+    "on_tool_end", "after_turn", "after_loop",
+)
 
 
 @dataclass(frozen=True)
@@ -50,7 +61,7 @@ class Hooks:
 
     @staticmethod
     def merge(all_hooks: Sequence[Hooks]) -> Hooks:
-        """One Hooks whose callbacks call every given callback in order."""
+        """One Hooks whose callbacks call every given callback in order (each one, even if another fails)."""
         merged = Hooks()
         for f in fields(Hooks):
             callbacks = [getattr(h, f.name) for h in all_hooks if getattr(h, f.name) is not None]
@@ -58,13 +69,19 @@ class Hooks:
                 setattr(merged, f.name, _fan_out(callbacks))
         return merged
 
-    async def fire(self, name: str, *args: Any) -> None:
-        """Call the hook ``name`` if set (awaiting it when it is async)."""
+    async def fire(self, name: str, *args: Any) -> Exception | None:
+        """Call the hook ``name`` if set (awaiting it when async); its exception is returned, not raised."""
         callback = getattr(self, name)
-        if callback is not None:
+        if callback is None:
+            return None
+        try:
             value = callback(*args)
             if inspect.isawaitable(value):
                 await value
+        except Exception as exc:  # a hook observes; it never fails the run
+            log.warning("hook %s failed: %s: %s", name, type(exc).__name__, exc, exc_info=exc)
+            return exc
+        return None
 
 
 def _fan_out(callbacks: list[Hook]) -> Hook:
@@ -72,17 +89,29 @@ def _fan_out(callbacks: list[Hook]) -> Hook:
         return callbacks[0]
 
     async def call_all(*args: Any) -> None:
+        errors: list[Exception] = []
         for callback in callbacks:
-            value = callback(*args)
-            if inspect.isawaitable(value):
-                await value
+            try:
+                value = callback(*args)
+                if inspect.isawaitable(value):
+                    await value
+            except Exception as exc:  # the other observers still run
+                errors.append(exc)
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise ExceptionGroup(f"{len(errors)} callbacks of one hook failed", errors)
 
     return call_all
 
 
 @dataclass
 class Feature:
-    """A reusable bundle: instructions (a prompt section), tools and hooks."""
+    """A reusable bundle: instructions (a prompt section), tools and hooks.
+
+    Given several features, an agent adds each one's instructions as its own prompt section
+    (``feature:NAME``) in order, offers all their tools, and calls every feature's hooks in order.
+    """
 
     name: str
     instructions: str | None = None

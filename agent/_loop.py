@@ -4,12 +4,14 @@
     inference 2 -> ... -> answer
 
 Each inference's snapshot is the exact request the provider received; what the memory window or
-the prompt length cap left out is recorded beside it as "not in context".
+the prompt length cap left out is recorded beside it as "not in context". Pausing for a person
+and resuming live in :mod:`agent._pause`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -38,28 +40,35 @@ from ._events import (
 )
 from ._hooks import RunContext
 from ._memory import DROPPED_BY_WINDOW
-from ._prompt import PromptContext
-from ._tools import PauseRun, Tool, result_text
-from .errors import ProviderError, ToolArgumentsError, ToolNotFoundError, ToolRejectedError, ToolTimeoutError
+from ._pause import Paused, pause_state, resume_batch
+from ._prompt import DROPPED_BY_LENGTH_CAP, PromptContext
+from ._tools import PauseRun, result_text
+from .errors import (
+    ProviderError,
+    ReplayMismatchError,
+    ToolArgumentsError,
+    ToolNotFoundError,
+    ToolRejectedError,
+    ToolTimeoutError,
+)
 from .providers import ModelRequest, ModelResponse, ResponseDone, TextDelta, ToolCall, Usage
 from .providers._pricing import cost_of
 
 if TYPE_CHECKING:
     from ._agent import Agent
 
-APPROVED_WORDS = frozenset({"yes", "y", "approve", "approved", "ok", "okay", "allow", "go", "confirm", "confirmed"})
+log = logging.getLogger("footprint.agent")
+
+#: decided[call id]: a result already known (content, is_error), or None: run it without asking again
+Decided = dict[str, tuple[str, bool] | None]
 
 
-class _Stop(Exception):  # noqa: N818 - internal control flow
-    def __init__(self, status: str, reason: str, message: str) -> None:
+class _Stop(Exception):  # internal control flow, never seen outside the loop
+    """A limit ended the run; ``unrun`` are tool calls the model asked for that will not run."""
+
+    def __init__(self, reason: str, message: str, unrun: list[ContextItem] | None = None) -> None:
         super().__init__(message)
-        self.status, self.reason, self.message = status, reason, message
-
-
-class _Paused(Exception):  # noqa: N818 - internal control flow
-    def __init__(self, state: PauseState) -> None:
-        super().__init__(state.question)
-        self.state = state
+        self.reason, self.message, self.unrun = reason, message, unrun or []
 
 
 class RunLoop:
@@ -76,52 +85,78 @@ class RunLoop:
         self.run: RunRecording | None = None
         self.model = ""
         self.tail: list[StageRecording | str] = []  # the latest stages, for an error stage to follow
+        self.hook_errors: list[str] = []
+        self.session = agent.session_id or agent.conversation_id
 
     # ------------------------------------------------------------------ entry
 
     async def execute(self, message: str, pause: PauseState | None) -> RunResult:
+        """Run the loop to its end; every outcome (even a crash of a hook or tool) becomes a RunResult."""
         agent = self.agent
         recorder = agent.recorder
-        session = agent.session_id or agent.conversation_id
         if pause is None:
             run = recorder.start_run(
-                agent=agent.name, input=message, session_id=session, model=agent.settings.model or None,
+                agent=agent.name, input=message, session_id=self.session, model=agent.settings.model or None,
                 labels=agent.labels,
             )
         else:
-            run = recorder.continue_run(pause.run_id, agent=agent.name, session_id=session, next_seq=pause.next_seq)
+            run = recorder.continue_run(pause.run_id, agent=agent.name, session_id=self.session,
+                                        next_seq=pause.next_seq)
             self.turns, self.tool_calls = pause.turns, pause.tool_calls
             self.usage = Usage(**pause.usage)
         self.run = run
-        ctx = RunContext(agent.name, run.id, session)
+        ctx = RunContext(agent.name, run.id, self.session)
+        reraise: BaseException | None = None
         try:
-            await agent.hooks.fire("before_loop", ctx)
+            await self.hook("before_loop", ctx)
             if pause is None:
                 prompt = await self._prepare_prompt(self._input_stage(message))
                 result = await self._loop([prompt], EdgeKind.NEXT)
             else:
-                result = await self._loop(await self._resume(pause, message), EdgeKind.JOIN)
-        except _Paused as paused:
-            result = self._result("", RunStatus.AWAITING, stop_reason="awaiting", question=paused.state.question,
-                                  pause=paused.state)
+                result = await self._loop(await resume_batch(self, pause, message), EdgeKind.JOIN)
+        except Paused as paused:
+            result = self.result("", RunStatus.AWAITING, stop_reason="awaiting", question=paused.state.question,
+                                 pause=paused.state)
         except _Stop as stop:
-            result = self._fail(stop.status, stop.reason, stop.message)
+            result = self._fail(RunStatus.FAILED, stop.reason, stop.message, stop.unrun)
         except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # the cancellation is handled here: the run ends recorded as cancelled
             result = self._fail(RunStatus.CANCELLED, "cancelled", f"run {run.id} of agent {agent.name} was cancelled")
+        except ReplayMismatchError as exc:
+            # a stale recording is a test failure, not a model failure: record it, then raise it
+            result = self._fail(RunStatus.FAILED, "replay_mismatch", str(exc))
+            reraise = exc
         except ProviderError as exc:
             result = self._fail(RunStatus.FAILED, "provider_error", f"{type(exc).__name__}: {exc}")
-        except Exception as exc:  # a hook or the framework failed: the run fails, recorded, never a crash
+        except Exception as exc:  # the framework failed: the run fails, recorded, never a crash
+            log.exception("run %s of agent %s failed", run.id, agent.name)
             result = self._fail(RunStatus.FAILED, "internal_error", f"{type(exc).__name__}: {exc}")
+        attributes: dict[str, Any] = {"stop_reason": result.stop_reason, "turns": self.turns,
+                                      "tool_calls": self.tool_calls}
+        if result.pause is not None:
+            attributes["pause"] = result.pause.to_dict()
+        if self.hook_errors:
+            attributes["hook_errors"] = self.hook_errors
         run.end(
             result.status, output=result.answer or result.question, model=self.model or None,
             tokens_in=self.usage.input_tokens, tokens_out=self.usage.output_tokens, cost=result.cost,
-            error=result.error,
-            attributes={"pause": result.pause.to_dict()} if result.pause else ({} if pause is not None else None),
+            error=result.error, attributes=attributes,
         )
-        await agent.hooks.fire("after_loop", ctx, result)
+        await self.hook("after_loop", ctx, result)
+        if reraise is not None:
+            raise reraise
         return result
 
-    def _result(self, answer: str, status: str, **extra: Any) -> RunResult:
+    async def hook(self, name: str, *args: Any) -> None:
+        """Fire a hook; its failure is recorded with the run and never ends it."""
+        error = await self.agent.hooks.fire(name, *args)
+        if error is not None:
+            self.hook_errors.append(f"{name}: {type(error).__name__}: {error}")
+
+    def result(self, answer: str, status: str, **extra: Any) -> RunResult:
+        """The run's result with its usage, cost and counters."""
         assert self.run is not None
         return RunResult(
             answer=answer, status=str(status), run_id=self.run.id, usage=self.usage,
@@ -129,64 +164,94 @@ class RunLoop:
             labels=self.agent.labels, **extra,
         )
 
-    def _fail(self, status: str, reason: str, message: str) -> RunResult:
+    def _fail(self, status: str, reason: str, message: str, unrun: list[ContextItem] | None = None) -> RunResult:
+        """Record an error stage after the latest stages; calls left without a result get one from it."""
         assert self.run is not None
+        agent = self.agent
         with self.run.stage(StageKind.ERROR, reason, after=self.tail, attributes={"reason": reason}) as stage:
-            stage.output(Item.of_text(ItemKind.TEXT, message))
-        return self._result("", status, error=message, stop_reason=reason)
+            # the conversation must stay valid for the next run: every tool call gets a result
+            pending = list(unrun or ())
+            if agent.memory.has(agent.conversation_id):
+                known = {ci.item.body.get("id") for ci in pending}
+                pending += [ci for ci in agent.memory.unanswered_calls(agent.conversation_id)
+                            if ci.item.body.get("id") not in known]
+            if pending:
+                stage.inputs(pending)
+                agent.memory.add(agent.conversation_id, *(
+                    stage.output(_result_item(ci.item.body.get("id", ""), ci.item.body.get("name", ""),
+                                              f"Error: not run: {message}", True))
+                    for ci in pending
+                ))
+            stage.output(Item.of_text(ItemKind.TEXT, message))  # last: the error stage's message
+        return self.result("", status, error=message, stop_reason=reason)
+
+    def _emit(self, event: AgentEvent) -> None:
+        if self.emit is not None:
+            self.emit(event)
 
     # ------------------------------------------------------------------ stages before the loop
 
     def _input_stage(self, message: str) -> StageRecording:
         assert self.run is not None
+        agent = self.agent
         with self.run.stage(StageKind.INPUT, "user message") as stage:
             user = stage.output(Item.of_text(ItemKind.USER, message), origin_kind=OriginKind.USER, source="input")
-        self.agent.memory.add(self.agent.conversation_id, user)
+            # a run that was cut off mid-batch (paused and never resumed, or restored from a store)
+            # left tool calls without results; a model refuses such a history, so each gets one first
+            unanswered = agent.memory.unanswered_calls(agent.conversation_id)
+            if unanswered:
+                stage.inputs(unanswered)
+                stage.set(closed_calls=len(unanswered))
+                agent.memory.add(agent.conversation_id, *(
+                    stage.output(_result_item(ci.item.body.get("id", ""), ci.item.body.get("name", ""),
+                                              "Error: this call never finished (its run ended first).", True))
+                    for ci in unanswered
+                ))
+        agent.memory.add(agent.conversation_id, user)
         self.tail = [stage]
         return stage
 
     async def _prepare_prompt(self, last: StageRecording) -> StageRecording:
+        """Load memory facts (a memory stage) and compose the system prompt (a prompt stage)."""
         agent = self.agent
         assert self.run is not None
         facts = []
+        memory_items: list[ContextItem] = []
         if agent.facts is not None and agent.user_id is not None:
             with self.run.stage(StageKind.MEMORY, "memory load", after=[last]) as mem_stage:
                 facts = await agent.facts.facts(agent.user_id)
                 mem_stage.set(user_id=agent.user_id, facts=len(facts))
+                memory_items = [
+                    mem_stage.output(Item(ItemKind.MEMORY, {"text": f.text, "key": f.key}),
+                                     origin_kind=OriginKind.MEMORY, source=f.key)
+                    for f in facts
+                ]
             last = mem_stage
-        tool_summaries = [(t.name, t.description) for t in agent.tools.values()]
         conv = agent.memory.require(agent.conversation_id)
         composed = agent.composer.compose(
             PromptContext(
                 base=conv.system_prompt or agent.persona, discloses_ai=agent.discloses_ai, facts=facts,
-                custom_instructions=agent.custom_instructions, tool_summaries=tool_summaries,
+                custom_instructions=agent.custom_instructions,
+                tool_summaries=[(t.name, t.description) for t in agent.tools.values()],
                 workspace=agent.workspace, capabilities=agent.capabilities, autonomy=agent.autonomy,
                 now=agent.clock() if agent.clock else None, extra_sections=agent.feature_sections(),
             )
         )
         with self.run.stage(StageKind.PROMPT, "prompt composition", after=[last]) as prompt_stage:
-            memory_items: list[ContextItem] = []
-            if facts:
-                memory_items = [
-                    ContextItem(Item(ItemKind.MEMORY, {"text": f.text, "key": f.key}),
-                                mem_stage.origin(OriginKind.MEMORY, f.key))
-                    for f in facts
-                ]
+            if memory_items:
                 prompt_stage.inputs(memory_items)
-            by_key = {ci.item.hash: ci for ci in memory_items}
+            by_hash = {ci.item.hash: ci for ci in memory_items}
             for piece in composed.pieces:
-                if piece.origin_kind == "memory":
-                    self.system.append(by_key.get(piece.item.hash) or ContextItem(
-                        piece.item, prompt_stage.origin(OriginKind.MEMORY, piece.source)))
+                if piece.origin_kind == "memory" and piece.item.hash in by_hash:
+                    self.system.append(by_hash[piece.item.hash])  # the fact keeps its memory-stage origin
                 else:
-                    self.system.append(prompt_stage.output(piece.item, origin_kind=OriginKind.PROMPT_SECTION,
-                                                           source=piece.source))
+                    kind = OriginKind.MEMORY if piece.origin_kind == "memory" else OriginKind.PROMPT_SECTION
+                    self.system.append(prompt_stage.output(piece.item, origin_kind=kind, source=piece.source))
             for piece in composed.dropped:
                 kind = OriginKind.MEMORY if piece.origin_kind == "memory" else OriginKind.PROMPT_SECTION
-                self.dropped_prompt.append((ContextItem(piece.item, prompt_stage.origin(kind, piece.source)),
-                                            "prompt_length_cap"))
-            prompt_stage.set(sections=len(composed.pieces), dropped=len(composed.dropped),
-                             length=len(composed.text))
+                dropped = by_hash.get(piece.item.hash) or ContextItem(piece.item, prompt_stage.origin(kind, piece.source))
+                self.dropped_prompt.append((dropped, DROPPED_BY_LENGTH_CAP))
+            prompt_stage.set(sections=len(composed.pieces), dropped=len(composed.dropped), length=len(composed.text))
         self.tail = [prompt_stage]
         return prompt_stage
 
@@ -197,11 +262,11 @@ class RunLoop:
         assert self.run is not None
         while True:
             if self.turns >= agent.max_turns:
-                raise _Stop(RunStatus.FAILED, "max_turns",
-                            f"agent {agent.name} reached its limit of {agent.max_turns} turns without an answer")
+                raise _Stop("max_turns", f"agent {agent.name} reached its limit of {agent.max_turns} turns "
+                                         f"without an answer")
             self.turns += 1
-            ctx = RunContext(agent.name, self.run.id, agent.session_id or agent.conversation_id, self.turns)
-            await agent.hooks.fire("before_turn", ctx)
+            ctx = RunContext(agent.name, self.run.id, self.session, self.turns)
+            await self.hook("before_turn", ctx)
             inference, response, outputs = await self._infer(ctx, after, edge)
             if not response.tool_calls:
                 with self.run.stage(StageKind.ANSWER, "answer", after=[inference]) as answer:
@@ -209,17 +274,17 @@ class RunLoop:
                         Item.of_text(ItemKind.ASSISTANT, ""), inference.origin())
                     answer.inputs([final])
                     answer.output(final.item)
-                await agent.hooks.fire("after_turn", ctx)
-                return self._result(response.text, RunStatus.ANSWERED, stop_reason="answered")
-            calls = list(response.tool_calls)
-            if self.tool_calls + len(calls) > agent.max_tool_calls:
-                raise _Stop(RunStatus.FAILED, "max_tool_calls",
-                            f"agent {agent.name} would exceed its limit of {agent.max_tool_calls} tool calls "
-                            f"({self.tool_calls} made, {len(calls)} more requested)")
+                self.tail = [answer]
+                await self.hook("after_turn", ctx)
+                return self.result(response.text, RunStatus.ANSWERED, stop_reason="answered")
             call_items = [ci for ci in outputs if ci.item.kind == ItemKind.TOOL_CALL]
-            after = await self._tool_batch(ctx, inference, calls, call_items, {})
+            if self.tool_calls + len(call_items) > agent.max_tool_calls:
+                raise _Stop("max_tool_calls",
+                            f"agent {agent.name} would exceed its limit of {agent.max_tool_calls} tool calls "
+                            f"({self.tool_calls} made, {len(call_items)} more requested)", call_items)
+            after = await self.tool_batch(ctx, inference, list(response.tool_calls), call_items, {})
             edge = EdgeKind.JOIN
-            await agent.hooks.fire("after_turn", ctx)
+            await self.hook("after_turn", ctx)
 
     async def _infer(
         self, ctx: RunContext, after: list[StageRecording | str], edge: str
@@ -231,30 +296,36 @@ class RunLoop:
         request = ModelRequest.of(context)
         stage = self.run.stage(StageKind.INFERENCE, f"turn {self.turns}", after=after, edge=edge)
         self.tail = [stage]
-        stage.inputs(context, dropped=[*self.dropped_prompt, *((d, DROPPED_BY_WINDOW) for d in dropped)])
-        await agent.hooks.fire("before_inference", ctx, request)
+        if dropped:
+            stage.inputs(context, dropped=[*self.dropped_prompt, *((d, DROPPED_BY_WINDOW) for d in dropped)])
+        else:
+            stage.inputs(context, dropped=self.dropped_prompt)
+        await self.hook("before_inference", ctx, request)
         try:
             response = await self._call_provider(request)
         except BaseException as exc:
+            stage.set(turn=self.turns)
             stage.close(StageStatus.CANCELLED if isinstance(exc, asyncio.CancelledError) else StageStatus.ERROR,
                         f"{type(exc).__name__}: {exc}")
             raise
-        self.usage = self.usage + response.usage
+        usage = response.usage
+        self.usage = self.usage + usage
         self.model = response.model or request.model
         outputs: list[ContextItem] = []
         if response.text or not response.tool_calls:
-            outputs.append(stage.output(Item.of_text(ItemKind.ASSISTANT, response.text)))
+            outputs.append(stage.output(Item(ItemKind.ASSISTANT, {"text": response.text})))
         for call in response.tool_calls:
             outputs.append(stage.output(Item(ItemKind.TOOL_CALL,
                                              {"id": call.id, "name": call.name, "arguments": call.arguments})))
         stage.set(model=self.model, provider=response.provider, finish_reason=response.finish_reason,
-                  response_id=response.response_id, input_tokens=response.usage.input_tokens,
-                  output_tokens=response.usage.output_tokens, cached_tokens=response.usage.cached_tokens,
-                  turn=self.turns)
+                  response_id=response.response_id, input_tokens=usage.input_tokens,
+                  output_tokens=usage.output_tokens, cached_tokens=usage.cached_tokens, turn=self.turns,
+                  cost=cost_of(self.model, usage, agent.prices))
         stage.close()
         agent.memory.add(agent.conversation_id, *outputs)
-        await agent.hooks.fire("after_inference", ctx, response)
-        self._emit(InferenceFinished(self.turns, response.text, len(response.tool_calls), response.usage))
+        await self.hook("after_inference", ctx, response)
+        if self.emit is not None:
+            self.emit(InferenceFinished(self.turns, response.text, len(response.tool_calls), usage))
         return stage, response, outputs
 
     async def _call_provider(self, request: ModelRequest) -> ModelResponse:
@@ -271,40 +342,47 @@ class RunLoop:
             raise ProviderError(f"{provider.name}: the stream ended without a response", provider=provider.name)
         return response
 
-    def _emit(self, event: AgentEvent) -> None:
-        if self.emit is not None:
-            self.emit(event)
-
     # ------------------------------------------------------------------ tools
 
-    async def _tool_batch(
+    async def tool_batch(
         self,
         ctx: RunContext,
         inference: StageRecording | str,
         calls: list[ToolCall],
         call_items: list[ContextItem],
-        decided: dict[str, tuple[str, bool] | None],
+        decided: Decided,
     ) -> list[StageRecording | str]:
-        """Run one response's tool calls in parallel; results join memory in call order.
+        """Run one response's tool calls in parallel; their results join memory in call order.
 
-        ``decided`` maps a call id to a result already known (from before a pause) or to None for a
-        call that a person approved on resume.
+        A cancelled batch still leaves a result for every call (finished ones keep theirs, the rest
+        say they were cancelled), so the conversation stays valid for the next run.
         """
         assert self.run is not None
+        agent = self.agent
         batch = self.run.stage(StageKind.TOOL_BATCH, f"{len(calls)} tool call(s)", after=[inference])
-        stages = [
-            self.run.stage(StageKind.TOOL, call.name, after=[batch], edge=EdgeKind.FORK, parent=batch)
-            for call in calls
-        ]
+        stages = [self.run.stage(StageKind.TOOL, call.name, after=[batch], edge=EdgeKind.FORK, parent=batch)
+                  for call in calls]
         self.tail = list(stages)
-        outcomes = await asyncio.gather(
-            *(self._one_tool(ctx, call, ci, stage, decided) for call, ci, stage in zip(calls, call_items, stages, strict=True)),
-            return_exceptions=True,
-        )
-        cancelled = next((o for o in outcomes if isinstance(o, asyncio.CancelledError)), None)
-        if cancelled is not None:
+        results: list[ContextItem | None] = [None] * len(calls)
+        if len(calls) == 1:  # the common case: no gather, no extra task
+            try:
+                outcomes: list[Any] = [await self._one_tool(ctx, calls[0], call_items[0], stages[0], decided,
+                                                            results, 0)]
+            except asyncio.CancelledError:
+                outcomes = [asyncio.CancelledError()]
+        else:
+            try:
+                outcomes = await asyncio.gather(
+                    *(self._one_tool(ctx, call, ci, stage, decided, results, i)
+                      for i, (call, ci, stage) in enumerate(zip(calls, call_items, stages, strict=True))),
+                    return_exceptions=True,
+                )
+            except asyncio.CancelledError:
+                outcomes = [asyncio.CancelledError()]
+        if any(isinstance(o, asyncio.CancelledError) for o in outcomes):
             batch.close(StageStatus.CANCELLED)
-            raise cancelled
+            agent.memory.add(agent.conversation_id, *(r for r in results if r is not None))
+            raise asyncio.CancelledError()
         failures = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, PauseRun)]
         if failures:
             batch.close(StageStatus.ERROR, str(failures[0]))
@@ -314,10 +392,9 @@ class RunLoop:
         if pauses:
             batch.set(paused=len(pauses))
             batch.close()
-            self._pause(calls, outcomes, pauses, stages)
-        results = [o for o in outcomes if isinstance(o, ContextItem)]
+            raise Paused(pause_state(self, calls, outcomes, pauses, stages))
         batch.close()
-        self.agent.memory.add(self.agent.conversation_id, *results)
+        agent.memory.add(agent.conversation_id, *outcomes)
         return list(stages)
 
     async def _one_tool(
@@ -326,16 +403,18 @@ class RunLoop:
         call: ToolCall,
         call_item: ContextItem,
         stage: StageRecording,
-        decided: dict[str, tuple[str, bool] | None],
+        decided: Decided,
+        results: list[ContextItem | None],
+        index: int,
     ) -> ContextItem | PauseRun:
-        agent = self.agent
         stage.inputs([call_item])
         stage.set(call_id=call.id, arguments=call.arguments)
         started = time.perf_counter()
         is_error = False
+        known = decided.get(call.id)
         try:
-            if call.id in decided and decided[call.id] is not None:
-                content, is_error = decided[call.id]  # type: ignore[misc]
+            if known is not None:
+                content, is_error = known
                 stage.set(served_from="pause")
             else:
                 content = await self._execute(ctx, call, skip_approval=call.id in decided)
@@ -344,6 +423,7 @@ class RunLoop:
             stage.close()
             return pause
         except asyncio.CancelledError:
+            results[index] = stage.output(_result_item(call.id, call.name, "Error: cancelled before it finished.", True))
             stage.close(StageStatus.CANCELLED)
             raise
         except Exception as exc:
@@ -351,15 +431,16 @@ class RunLoop:
             content = _error_text(call, exc)
             stage.set(error_type=type(exc).__name__)
         duration = (time.perf_counter() - started) * 1000
-        item = Item(ItemKind.TOOL_RESULT, {"call_id": call.id, "name": call.name, "content": content, "is_error": is_error})
-        result = stage.output(item)
+        result = results[index] = stage.output(_result_item(call.id, call.name, content, is_error))
         stage.set(is_error=is_error, duration_ms=round(duration, 3))
         stage.close(StageStatus.ERROR if is_error else StageStatus.OK)
-        await agent.hooks.fire("on_tool_end", ctx, call, content, is_error, duration)
-        self._emit(ToolFinished(call.id, call.name, content, is_error, duration))
+        await self.hook("on_tool_end", ctx, call, content, is_error, duration)
+        if self.emit is not None:
+            self.emit(ToolFinished(call.id, call.name, content, is_error, duration))
         return result
 
     async def _execute(self, ctx: RunContext, call: ToolCall, *, skip_approval: bool) -> str:
+        """Find, validate, approve and run one call; every failure is raised for the caller to turn into a result."""
         agent = self.agent
         tool = agent.tools.get(call.name)
         if tool is None:
@@ -374,81 +455,17 @@ class RunLoop:
                 verdict = await verdict
             if not verdict:
                 raise ToolRejectedError(f"the call to {call.name} was not approved; do not retry it unchanged")
-        progress = tool.progress_line(arguments)
-        await agent.hooks.fire("on_tool_start", ctx, call)
+        progress = tool.progress_line(arguments) if tool.progress is not None else None
+        await self.hook("on_tool_start", ctx, call)
         if progress:
-            await agent.hooks.fire("on_progress", ctx, progress)
-        self._emit(ToolStarted(call.id, call.name, call.arguments, progress))
-        return result_text(await _run_tool(tool, arguments))
-
-    # ------------------------------------------------------------------ pause and resume
-
-    def _pause(
-        self,
-        calls: list[ToolCall],
-        outcomes: list[Any],
-        pauses: list[tuple[ToolCall, PauseRun]],
-        stages: list[StageRecording],
-    ) -> None:
-        assert self.run is not None
-        question = pauses[0][1].question
-        with self.run.stage(StageKind.PAUSE, "awaiting a person", after=[s for s in stages]) as pause_stage:
-            pause_stage.output(Item.of_text(ItemKind.TEXT, question, kind="question"))
-        results = {
-            call.id: {"content": o.item.body["content"], "is_error": o.item.body["is_error"]}
-            for call, o in zip(calls, outcomes, strict=True) if isinstance(o, ContextItem)
-        }
-        state = PauseState(
-            run_id=self.run.id, conversation_id=self.agent.conversation_id, question=question,
-            pending=[{"call": _call_dict(c), "kind": p.kind, "question": p.question} for c, p in pauses],
-            results=results, calls=[_call_dict(c) for c in calls], turns=self.turns, tool_calls=self.tool_calls,
-            usage={"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
-                   "cached_tokens": self.usage.cached_tokens},
-            next_seq=self.run.next_seq, last_stage=pause_stage.id,
-        )
-        raise _Paused(state)
-
-    async def _resume(self, pause: PauseState, decision: str) -> list[StageRecording | str]:
-        assert self.run is not None
-        with self.run.stage(StageKind.RESUME, "resume", after=[pause.last_stage], edge=EdgeKind.RESUME) as stage:
-            decision_item = stage.output(Item.of_text(ItemKind.USER, decision, kind="decision"),
-                                         origin_kind=OriginKind.USER, source="decision")
-        prompt = await self._prepare_prompt(stage)
-        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in pause.calls]
-        decided: dict[str, tuple[str, bool] | None] = {
-            cid: (r["content"], r["is_error"]) for cid, r in pause.results.items()
-        }
-        approved = decision.strip().lower().rstrip(".!") in APPROVED_WORDS
-        for pending in pause.pending:
-            cid = pending["call"]["id"]
-            if pending["kind"] == "approval":
-                decided[cid] = None if approved else (
-                    f"A person declined this call (their answer: {decision!r}); do not retry it unchanged.", True)
-            else:
-                decided[cid] = (decision, False)
-        ctx = RunContext(self.agent.name, self.run.id, self.agent.session_id or self.agent.conversation_id, self.turns)
-        recorded_calls = {
-            ci.item.body.get("id"): ci
-            for ci in self.agent.memory.require(self.agent.conversation_id).messages
-            if ci.item.kind == ItemKind.TOOL_CALL
-        }
-        call_items = [recorded_calls.get(c["id"]) or ContextItem(Item(ItemKind.TOOL_CALL, c), decision_item.origin)
-                      for c in pause.calls]
-        self.tool_calls -= len(calls)  # the batch is counted again when it completes
-        return await self._tool_batch(ctx, prompt, calls, call_items, decided)
+            await self.hook("on_progress", ctx, progress)
+        if self.emit is not None:
+            self.emit(ToolStarted(call.id, call.name, call.arguments, progress))
+        return result_text(await tool.run(arguments))
 
 
-def _call_dict(call: ToolCall) -> dict[str, str]:
-    return {"id": call.id, "name": call.name, "arguments": call.arguments}
-
-
-async def _run_tool(tool: Tool, arguments: dict[str, Any]) -> Any:
-    if tool.timeout is None:
-        return await tool.execute(arguments)
-    try:
-        return await asyncio.wait_for(tool.execute(arguments), tool.timeout)
-    except TimeoutError:
-        raise ToolTimeoutError(f"{tool.name} did not finish within {tool.timeout:g} s") from None
+def _result_item(call_id: str, name: str, content: str, is_error: bool) -> Item:
+    return Item(ItemKind.TOOL_RESULT, {"call_id": call_id, "name": name, "content": content, "is_error": is_error})
 
 
 def _error_text(call: ToolCall, exc: Exception) -> str:

@@ -85,8 +85,11 @@ class ConversationMemory:
 
     def __init__(self, *, max_tokens: int = 100_000, max_messages: int | None = None) -> None:
         self.max_tokens = max_tokens
+        if max_tokens < 1 or (max_messages is not None and max_messages < 1):
+            raise UserError("ConversationMemory: max_tokens and max_messages must be at least 1")
         self.max_messages = max_messages
         self._conversations: dict[str, Conversation] = {}
+        self._token_cache: dict[str, int] = {}  # item hash -> estimated tokens
 
     def create(
         self, system_prompt: str | None = None, metadata: dict[str, Any] | None = None, *, id: str | None = None
@@ -124,12 +127,12 @@ class ConversationMemory:
         return list(self._conversations)
 
     def fork(self, conversation_id: str) -> Conversation:
-        """A deep copy under a new id, with ``forked_from`` in its metadata."""
+        """A copy under a new id, with ``forked_from`` in its metadata; later changes do not cross over."""
         source = self.require(conversation_id)
-        conv = copy.deepcopy(source)
-        conv.id = uuid.uuid4().hex
-        conv.metadata["forked_from"] = source.id
-        conv.created_at = conv.updated_at = time.time()
+        now = time.time()
+        # context items are immutable, so the copy shares them; the list and metadata are its own
+        conv = Conversation(uuid.uuid4().hex, source.system_prompt, list(source.messages),
+                            {**copy.deepcopy(source.metadata), "forked_from": source.id}, now, now)
         self._conversations[conv.id] = conv
         return conv
 
@@ -142,7 +145,9 @@ class ConversationMemory:
 
     def clear_messages(self, conversation_id: str) -> None:
         """Drop every message of a conversation, keeping it."""
-        self.require(conversation_id).messages.clear()
+        conv = self.require(conversation_id)
+        conv.messages.clear()
+        conv.updated_at = time.time()
 
     def update_system_prompt(self, conversation_id: str, system_prompt: str) -> None:
         """Replace the conversation's system prompt."""
@@ -155,29 +160,60 @@ class ConversationMemory:
     def context(self, conversation_id: str) -> tuple[list[ContextItem], list[ContextItem]]:
         """The messages that fit the budget, oldest dropped first, and those that were dropped.
 
-        A window never starts with a tool result or a tool call whose partner was dropped.
+        The current turn (the newest user message and everything after it) is always kept, and a
+        window never begins with a tool call or result whose partner was dropped. The system
+        prompt is not a message here: the prompt composer adds it to every context.
         """
         messages = self.require(conversation_id).messages
-        kept = list(messages)
-        if self.max_messages is not None and len(kept) > self.max_messages:
-            kept = kept[len(kept) - self.max_messages:]
-        total = sum(estimate_item_tokens(m) for m in kept)
-        start = len(messages) - len(kept)
-        while kept and total > self.max_tokens:
-            total -= estimate_item_tokens(kept.pop(0))
+        count = len(messages)
+        protect = count
+        for index in range(count - 1, -1, -1):
+            if messages[index].item.kind == ItemKind.USER:
+                protect = index
+                break
+        start = 0
+        if self.max_messages is not None and count > self.max_messages:
+            start = min(count - self.max_messages, protect)
+        sizes = [self._tokens(m) for m in messages[start:]]
+        total = sum(sizes)
+        first = start
+        while total > self.max_tokens and start < protect:
+            total -= sizes[start - first]
             start += 1
-        # never begin mid-exchange: skip orphaned results, calls and the assistant text before them
-        while kept and kept[0].item.kind in (ItemKind.TOOL_RESULT, ItemKind.TOOL_CALL):
-            kept.pop(0)
+        # never begin mid-exchange: skip orphaned results and calls
+        while start < protect and messages[start].item.kind in (ItemKind.TOOL_RESULT, ItemKind.TOOL_CALL):
             start += 1
-        return kept, list(messages[:start])
+        if start == 0:
+            return list(messages), []
+        return messages[start:], messages[:start]
+
+    def unanswered_calls(self, conversation_id: str) -> list[ContextItem]:
+        """Tool calls of the current turn that have no result (a run cut off mid-batch), in order."""
+        answered: set[Any] = set()
+        pending: list[ContextItem] = []
+        for ci in reversed(self.require(conversation_id).messages):
+            kind = ci.item.kind
+            if kind == ItemKind.USER:
+                break
+            if kind == ItemKind.TOOL_RESULT:
+                answered.add(ci.item.body.get("call_id"))
+            elif kind == ItemKind.TOOL_CALL and ci.item.body.get("id") not in answered:
+                pending.append(ci)
+        pending.reverse()
+        return pending
+
+    def _tokens(self, ci: ContextItem) -> int:
+        cached = self._token_cache.get(ci.item.hash)
+        if cached is None:
+            if len(self._token_cache) > 100_000:
+                self._token_cache.clear()
+            cached = self._token_cache[ci.item.hash] = estimate_item_tokens(ci)
+        return cached
 
     def stats(self, conversation_id: str) -> MemoryStats:
         """Message count, estimated tokens and last activity."""
         conv = self.require(conversation_id)
-        return MemoryStats(
-            len(conv.messages), sum(estimate_item_tokens(m) for m in conv.messages), conv.updated_at
-        )
+        return MemoryStats(len(conv.messages), sum(self._tokens(m) for m in conv.messages), conv.updated_at)
 
     def export(self, conversation_id: str) -> str:
         """The conversation as JSON text."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from tracer import Item, ItemKind
@@ -116,7 +116,7 @@ class PromptComposer:
             guideline = AUTONOMY_GUIDELINES.get(ctx.autonomy, ctx.autonomy)
             sections.append([section("autonomy", f"## Autonomy: {ctx.autonomy}\n{guideline}")])
         if ctx.now is not None:
-            now = ctx.now if ctx.now.tzinfo else ctx.now.replace(tzinfo=timezone.utc)
+            now = ctx.now if ctx.now.tzinfo else ctx.now.replace(tzinfo=UTC)
             tz = ctx.timezone_name or now.tzname() or "UTC"
             sections.append([section("time", f"## Time\nNow: {now:%A %Y-%m-%d %H:%M} ({tz}).")])
         if ctx.conversation:

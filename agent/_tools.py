@@ -11,8 +11,10 @@ point at fake data in a sandbox and a real backend in production.
 from __future__ import annotations
 
 import asyncio
+import enum
 import inspect
 import json
+import logging
 import re
 import types
 import typing
@@ -24,12 +26,13 @@ import jsonschema
 
 from tracer import Item, ItemKind
 
-from .errors import ToolArgumentsError, ToolNotFoundError, UserError
+from .errors import ToolArgumentsError, ToolNotFoundError, ToolTimeoutError, UserError
 
-Execute = Callable[[dict[str, Any]], Awaitable[Any]]
+#: execute(arguments) -> result (async, or a plain function returning the result)
+Execute = Callable[[dict[str, Any]], Awaitable[Any] | Any]
 
 
-class PauseRun(Exception):  # noqa: N818 - a control-flow signal, not an error
+class PauseRun(Exception):  # a control-flow signal, not an error
     """Raised by a tool (or an approval callback) to pause the run and ask a person ``question``.
 
     The run ends with status ``awaiting``; resuming it with a decision continues from this call:
@@ -45,7 +48,14 @@ class PauseRun(Exception):  # noqa: N818 - a control-flow signal, not an error
 
 @dataclass
 class Tool:
-    """A tool the model may call."""
+    """A tool the model may call.
+
+    ``parameters`` is the JSON schema of the arguments (validated before ``execute`` runs).
+    ``execute(arguments)`` may be async or plain. ``progress`` is a line (or a function of the
+    arguments giving one) a chat may show while the tool runs. ``durable``: executing it again
+    with the same arguments is safe. ``timeout`` in seconds (None: no limit). ``close(reason)``
+    releases what the tool holds when its agent closes.
+    """
 
     name: str
     description: str
@@ -74,10 +84,26 @@ class Tool:
         )
 
     def progress_line(self, arguments: dict[str, Any]) -> str | None:
-        """The line a chat may show while the tool runs."""
+        """The line a chat may show while the tool runs (None when a progress function fails)."""
         if callable(self.progress):
-            return self.progress(arguments)
+            try:
+                return self.progress(arguments)
+            except Exception:  # a broken progress line must not fail the call it describes
+                logging.getLogger("footprint.agent").warning("progress line of tool %s failed", self.name,
+                                                             exc_info=True)
+                return None
         return self.progress
+
+    def signature(self) -> str:
+        """A one-line summary of the parameters, e.g. ``city: string (required), days: integer``."""
+        properties = self.parameters.get("properties") or {}
+        required = set(self.parameters.get("required") or ())
+        parts = []
+        for pname, schema in properties.items():
+            kind = schema.get("type") or ("enum " + "|".join(map(str, schema["enum"])) if "enum" in schema else "any")
+            parts.append(f"{pname}: {kind if isinstance(kind, str) else '|'.join(kind)}"
+                         f"{' (required)' if pname in required else ''}")
+        return ", ".join(parts) or "no parameters"
 
     def parse_arguments(self, raw: str) -> dict[str, Any]:
         """The call's arguments, parsed and validated; :class:`ToolArgumentsError` says what is wrong."""
@@ -85,65 +111,149 @@ class Tool:
             value = json.loads(raw) if raw.strip() else {}
         except json.JSONDecodeError as exc:
             raise ToolArgumentsError(
-                f"arguments for {self.name} are not valid JSON ({exc.msg} at char {exc.pos}): {raw[:200]}"
+                f"arguments for {self.name} are not valid JSON ({exc.msg} at char {exc.pos}): {raw[:200]}; "
+                f"expected a JSON object with {self.signature()}"
             ) from exc
         if not isinstance(value, dict):
-            raise ToolArgumentsError(f"arguments for {self.name} must be a JSON object, got {type(value).__name__}")
+            raise ToolArgumentsError(
+                f"arguments for {self.name} must be a JSON object, got {type(value).__name__}; "
+                f"expected {self.signature()}"
+            )
         errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.path))
         if errors:
             details = "; ".join(
                 f"{'/'.join(str(p) for p in e.path) or '(root)'}: {e.message}" for e in errors[:5]
             )
-            raise ToolArgumentsError(f"arguments for {self.name} do not match its schema: {details}")
+            raise ToolArgumentsError(
+                f"arguments for {self.name} do not match its schema: {details}; expected {self.signature()}"
+            )
         return value
 
+    async def run(self, arguments: dict[str, Any]) -> Any:
+        """Execute with validated ``arguments`` under the tool's timeout (:class:`ToolTimeoutError`)."""
+        if self.timeout is None:
+            return await _call(self.execute, arguments)
+        try:
+            return await asyncio.wait_for(_call(self.execute, arguments), self.timeout)
+        except TimeoutError:
+            raise ToolTimeoutError(f"{self.name} did not finish within {self.timeout:g} s") from None
 
-_DOC_ARG = re.compile(r"^\s{2,}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
+
+async def _call(execute: Execute, arguments: dict[str, Any]) -> Any:
+    value = execute(arguments)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Returns?|Yields?|Raises|Examples?|Notes?|See Also):\s*$")
+_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SPHINX_PARAM = re.compile(r"^:param\s+(?:[\w\[\], |]+\s+)?(\w+):\s*(.*)$")
 
 
 def _docstring_parts(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
+    """The description (text before the first section) and each parameter's description.
+
+    Reads Google style (``Args:`` then ``name: text``, continuation lines indented deeper) and
+    Sphinx style (``:param name: text``).
+    """
     doc = inspect.getdoc(fn) or ""
-    summary_lines: list[str] = []
+    description: list[str] = []
     params: dict[str, str] = {}
-    in_args = False
+    section: str | None = None
+    current: str | None = None
     for line in doc.splitlines():
-        if line.strip() in ("Args:", "Arguments:", "Parameters:"):
-            in_args = True
+        stripped = line.strip()
+        header = _SECTION.match(stripped) if not line.startswith(" ") else None
+        if header:
+            section, current = header.group(1), None
             continue
-        if in_args:
-            match = _DOC_ARG.match("  " + line if not line.startswith("  ") else line)
-            if match:
-                params[match.group(1)] = match.group(2).strip()
-                continue
-            if line and not line.startswith(" "):
-                in_args = False
-        if not in_args and not params:
-            summary_lines.append(line)
-    return " ".join(s.strip() for s in summary_lines if s.strip()), params
+        sphinx = _SPHINX_PARAM.match(stripped)
+        if sphinx:
+            section, current = "Sphinx", sphinx.group(1)
+            params[current] = sphinx.group(2).strip()
+            continue
+        if stripped.startswith(":") and section in (None, "Sphinx"):
+            section, current = "Sphinx", None  # :returns:, :raises: ... end the description
+            continue
+        if section is None:
+            description.append(stripped)
+        elif section in ("Args", "Arguments", "Parameters", "Params"):
+            match = _ARG_LINE.match(stripped)
+            if match and len(line) - len(line.lstrip()) <= 4:
+                current = match.group(1).lstrip("*")
+                params[current] = match.group(2).strip()
+            elif current and stripped:
+                params[current] = f"{params[current]} {stripped}".strip()
+        elif section == "Sphinx" and current and stripped:
+            params[current] = f"{params[current]} {stripped}".strip()
+    return "\n".join(_paragraphs(description)), params
+
+
+def _paragraphs(lines: list[str]) -> list[str]:
+    out: list[str] = []
+    block: list[str] = []
+    for line in [*lines, ""]:
+        if line:
+            block.append(line)
+        elif block:
+            out.append(" ".join(block))
+            block = []
+    return out
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    kind = schema.get("type")
+    if isinstance(kind, str) and set(schema) <= {"type", "items", "additionalProperties"}:
+        return {**schema, "type": [kind, "null"]}
+    return {"anyOf": [schema, {"type": "null"}]}
 
 
 def _schema_of(annotation: Any) -> dict[str, Any]:
+    """The JSON schema of a parameter annotation ({} for Any or a type it cannot describe)."""
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
-    if annotation is str:
-        return {"type": "string"}
-    if annotation is bool:
-        return {"type": "boolean"}
-    if annotation is int:
-        return {"type": "integer"}
-    if annotation is float:
-        return {"type": "number"}
+    if origin is typing.Annotated:
+        schema = dict(_schema_of(args[0]))
+        notes = [a for a in args[1:] if isinstance(a, str)]
+        if notes:
+            schema["description"] = " ".join(notes)
+        return schema
+    simple = {str: "string", bool: "boolean", int: "integer", float: "number"}
+    if annotation in simple:
+        return {"type": simple[annotation]}
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return {"enum": [member.value for member in annotation]}
     if origin is typing.Literal:
         return {"enum": list(args)}
-    if origin in (list, tuple, set, frozenset) or annotation in (list, tuple):
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return {"type": "array", "items": _schema_of(args[0])}
+    if origin is tuple and args:
+        return {"type": "array", "prefixItems": [_schema_of(a) for a in args], "minItems": len(args),
+                "maxItems": len(args)}
+    if origin in (list, tuple, set, frozenset) or annotation in (list, tuple, set, frozenset):
         return {"type": "array", "items": _schema_of(args[0]) if args else {}}
     if origin is dict or annotation is dict:
-        return {"type": "object"}
+        schema: dict[str, Any] = {"type": "object"}
+        if len(args) == 2 and args[1] is not Any:
+            schema["additionalProperties"] = _schema_of(args[1])
+        return schema
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]
-        schema = _schema_of(options[0]) if len(options) == 1 else {"anyOf": [_schema_of(a) for a in options]}
-        return schema
+        inner = _schema_of(options[0]) if len(options) == 1 else {"anyOf": [_schema_of(a) for a in options]}
+        return _nullable(inner) if len(options) < len(args) else inner
     return {}
+
+
+def _enum_params(hints: dict[str, Any]) -> dict[str, type[enum.Enum]]:
+    """Parameters annotated with an Enum: their JSON values are turned back into members."""
+    out = {}
+    for pname, hint in hints.items():
+        if typing.get_origin(hint) is typing.Annotated:
+            hint = typing.get_args(hint)[0]
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            out[pname] = hint
+    return out
 
 
 def tool(
@@ -157,36 +267,46 @@ def tool(
 ) -> Any:
     """Make a :class:`Tool` from a typed function (sync or async); usable as ``@tool`` or ``@tool(...)``.
 
-    The parameters' JSON schema comes from the annotations, their descriptions from an ``Args:``
-    section of the docstring, and the tool's description from the docstring's first paragraph.
+    The parameters' JSON schema comes from the annotations (``str``, ``int``, ``float``, ``bool``,
+    lists, dicts, ``Literal``, ``Enum``, optional types, ``Annotated[T, "description"]``), their
+    descriptions from the docstring's ``Args:`` section (or ``:param name:`` lines), and the tool's
+    description from the docstring's text before its first section. A sync function runs in a
+    worker thread so it cannot block the loop.
     """
 
     def build(func: Callable[..., Any]) -> Tool:
         summary, docs = _docstring_parts(func)
-        hints = typing.get_type_hints(func)
+        hints = typing.get_type_hints(func, include_extras=True)
         properties: dict[str, Any] = {}
         required: list[str] = []
         for pname, param in inspect.signature(func).parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 continue
             schema = _schema_of(hints.get(pname, Any))
-            if pname in docs:
+            if pname in docs and "description" not in schema:
                 schema["description"] = docs[pname]
             if param.default is inspect.Parameter.empty:
                 required.append(pname)
             elif param.default is not None:
-                schema["default"] = param.default
+                default = param.default
+                schema["default"] = default.value if isinstance(default, enum.Enum) else default
             properties[pname] = schema
         parameters: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
         if required:
             parameters["required"] = required
+        enums = _enum_params(hints)
+
+        def kwargs_of(arguments: dict[str, Any]) -> dict[str, Any]:
+            if not enums:
+                return arguments
+            return {k: (enums[k](v) if k in enums and v is not None else v) for k, v in arguments.items()}
 
         if inspect.iscoroutinefunction(func):
             async def execute(arguments: dict[str, Any]) -> Any:
-                return await func(**arguments)
+                return await func(**kwargs_of(arguments))
         else:
             async def execute(arguments: dict[str, Any]) -> Any:
-                return await asyncio.to_thread(func, **arguments)
+                return await asyncio.to_thread(func, **kwargs_of(arguments))
 
         return Tool(
             name=name or func.__name__,

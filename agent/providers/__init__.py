@@ -16,6 +16,7 @@ from ._base import (
 from ._fallback import FallbackProvider
 from ._openai import OpenAIProvider
 from ._pricing import PRICES, Price, cost_of
+from ._replay import ReplayProvider, cassette_path
 from ._router import ProviderRouter, Route
 from ._testing import FunctionModel, ScriptedModel, calls, raw_call, tool_results
 
@@ -29,6 +30,7 @@ __all__ = [
     "Price",
     "Provider",
     "ProviderRouter",
+    "ReplayProvider",
     "ResponseDone",
     "Route",
     "ScriptedModel",
@@ -38,6 +40,7 @@ __all__ = [
     "Usage",
     "block_real_models",
     "calls",
+    "cassette_path",
     "check_real_model_allowed",
     "cost_of",
     "raw_call",

@@ -1,0 +1,178 @@
+"""Tools: schemas derived from typed functions, argument validation, the registry, execution."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from typing import Annotated, Any, Literal
+
+import pytest
+
+from agent import Tool, ToolRegistry, result_text, tool
+from agent.errors import ToolArgumentsError, ToolNotFoundError, ToolTimeoutError, UserError
+
+
+class Unit(enum.Enum):
+    CELSIUS = "c"
+    FAHRENHEIT = "f"
+
+
+@tool(progress=lambda args: f"Looking up {args['city']}…")
+async def forecast(city: str, days: int = 3, unit: Unit = Unit.CELSIUS, hourly: bool | None = None) -> dict[str, Any]:
+    """The weather forecast for a city.
+
+    Uses the national weather service.
+
+    Args:
+        city: the city's name,
+            as the user wrote it.
+        days (int): how many days ahead
+        unit: degrees in Celsius or Fahrenheit
+    Returns:
+        a forecast
+    """
+    return {"city": city, "days": days, "unit": unit.name, "hourly": hourly}
+
+
+def test_schema_from_annotations_and_docstring() -> None:
+    assert forecast.name == "forecast"
+    assert forecast.description == "The weather forecast for a city.\nUses the national weather service."
+    props = forecast.parameters["properties"]
+    assert props["city"] == {"type": "string", "description": "the city's name, as the user wrote it."}
+    assert props["days"] == {"type": "integer", "description": "how many days ahead", "default": 3}
+    assert props["unit"] == {"enum": ["c", "f"], "description": "degrees in Celsius or Fahrenheit", "default": "c"}
+    assert props["hourly"] == {"type": ["boolean", "null"]}
+    assert forecast.parameters["required"] == ["city"]
+    assert forecast.parameters["additionalProperties"] is False
+
+
+def test_more_annotation_kinds() -> None:
+    @tool
+    def pick(
+        options: list[str],
+        weights: dict[str, float],
+        mode: Literal["first", "random"],
+        pair: tuple[int, int],
+        note: Annotated[str, "shown to the user"] = "",
+        anything: Any = None,
+    ) -> str:
+        """Pick one.
+
+        :param options: what to choose from
+        :param mode: how to choose
+        """
+        return options[0]
+
+    props = pick.parameters["properties"]
+    assert props["options"] == {"type": "array", "items": {"type": "string"}, "description": "what to choose from"}
+    assert props["weights"] == {"type": "object", "additionalProperties": {"type": "number"}}
+    assert props["mode"] == {"enum": ["first", "random"], "description": "how to choose"}
+    assert props["pair"]["prefixItems"] == [{"type": "integer"}, {"type": "integer"}]
+    assert props["note"] == {"type": "string", "description": "shown to the user", "default": ""}
+    assert props["anything"] == {}
+    assert pick.description == "Pick one."
+
+
+async def test_execute_converts_enum_values_and_runs_sync_functions_in_a_thread() -> None:
+    result = await forecast.run(forecast.parse_arguments('{"city": "Oslo", "unit": "f"}'))
+    assert result == {"city": "Oslo", "days": 3, "unit": "FAHRENHEIT", "hourly": None}
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    assert await add.run({"a": 2, "b": 3}) == 5
+
+
+async def test_a_tool_with_a_plain_execute_function() -> None:
+    echo = Tool("echo", "Echo the text.", {"type": "object", "properties": {"text": {"type": "string"}}},
+                execute=lambda args: args["text"].upper())
+    assert await echo.run({"text": "hi"}) == "HI"
+
+
+def test_progress_line() -> None:
+    assert forecast.progress_line({"city": "Oslo"}) == "Looking up Oslo…"
+    broken = Tool("b", "b", {"type": "object"}, execute=lambda a: "x", progress=lambda a: a["missing"])
+    assert broken.progress_line({}) is None  # a broken progress line never fails the call
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ('{"city": ', "are not valid JSON"),
+        ("[1, 2]", "must be a JSON object, got list"),
+        ('{"days": 2}', "'city' is a required property"),
+        ('{"city": "Oslo", "days": "two"}', "days: 'two' is not of type 'integer'"),
+        ('{"city": "Oslo", "unit": "kelvin"}', "unit: 'kelvin' is not one of"),
+        ('{"city": "Oslo", "colour": "red"}', "Additional properties are not allowed"),
+    ],
+)
+def test_invalid_arguments_say_what_is_wrong_and_what_is_expected(raw: str, expected: str) -> None:
+    with pytest.raises(ToolArgumentsError) as caught:
+        forecast.parse_arguments(raw)
+    message = str(caught.value)
+    assert expected in message
+    assert "city: string (required)" in message  # the model can correct its call from this
+
+
+def test_empty_arguments_mean_an_empty_object() -> None:
+    @tool
+    def now() -> str:
+        """The time."""
+        return "noon"
+
+    assert now.parse_arguments("") == {}
+    assert now.parse_arguments("  ") == {}
+
+
+async def test_timeout() -> None:
+    @tool(timeout=0.01)
+    async def slow() -> str:
+        """Slow."""
+        await asyncio.sleep(5)
+        return "late"
+
+    with pytest.raises(ToolTimeoutError, match="slow did not finish within 0.01 s"):
+        await slow.run({})
+
+
+def test_bad_tool_definitions_are_refused() -> None:
+    with pytest.raises(UserError, match="must be 1-64 letters"):
+        Tool("bad name", "x", {"type": "object"}, execute=lambda a: None)
+    with pytest.raises(UserError, match="not a valid JSON schema"):
+        Tool("t", "x", {"type": "no-such-type"}, execute=lambda a: None)
+
+
+def test_registry_resolves_declarative_names() -> None:
+    registry = ToolRegistry([forecast])
+    assert "forecast" in registry and len(registry) == 1
+    assert registry.resolve(["forecast"]) == [forecast]
+    assert registry.names() == ["forecast"]
+    with pytest.raises(UserError, match="'calendar' is not in the registry"):
+        registry.resolve(["calendar"])
+    with pytest.raises(ToolNotFoundError, match="registered: forecast"):
+        registry.get("calendar")
+    with pytest.raises(UserError, match="already registered"):
+        registry.register(forecast)
+    fake = Tool("forecast", "fake data", {"type": "object"}, execute=lambda a: "sunny")
+    registry.register(fake, replace=True)
+    assert registry.get("forecast") is fake  # the registry, not the config, decides what a name does
+
+
+def test_result_text() -> None:
+    assert result_text("plain") == "plain"
+    assert result_text({"b": 1, "a": "é"}) == '{"b": 1, "a": "é"}'
+    assert result_text([1, 2]) == "[1, 2]"
+
+    class Opaque:
+        def __str__(self) -> str:
+            return "opaque"
+
+    assert result_text(Opaque()) == '"opaque"'
+
+
+def test_definition_item() -> None:
+    item = forecast.definition()
+    assert item.kind == "tool_definition"
+    assert item.body["name"] == "forecast" and item.body["parameters"] == forecast.parameters
