@@ -14,10 +14,21 @@ import time
 _lock = threading.Lock()
 _last_ms = 0
 _counter = 0
+# Randomness drawn once per process (and again in a forked child): ids made in the same
+# millisecond by two processes still differ, without a system call per id.
+_process_tag = os.urandom(3).hex()
+
+
+def _new_process_tag() -> None:
+    global _process_tag
+    _process_tag = os.urandom(3).hex()
+
+
+os.register_at_fork(after_in_child=_new_process_tag)
 
 
 def new_id(prefix: str) -> str:
-    """A new id like ``r-0193a1b2c3d4-00f1a2b3c4``: prefix, time in ms (hex), sequence and randomness."""
+    """A new id like ``r-0193a1b2c3d4-00f1a2b3c4``: prefix, time in ms (hex), sequence, process tag."""
     global _last_ms, _counter
     ms = time.time_ns() // 1_000_000
     with _lock:
@@ -28,4 +39,4 @@ def new_id(prefix: str) -> str:
             _last_ms = ms
             _counter = 0
         seq = _counter
-    return f"{prefix}-{ms:012x}-{seq:04x}{os.urandom(3).hex()}"
+    return f"{prefix}-{ms:012x}-{seq:04x}{_process_tag}"

@@ -40,12 +40,13 @@ from ._records import (
     SnapshotEntry,
     Stage,
     StageStatus,
-    canonical_json,
 )
 from ._redaction import RedactionPolicy
 from ._store import Store
-from ._writer import Bundle
+from ._writer import CHUNK_SEP, NULL_MARK, ROW_SEP, UNIT_SEP, Bundle
 from .errors import RecordingError
+
+_CACHE_SIZE = 16_384  # items remembered per recorder (redacted forms, hashes sent): bounds memory
 
 
 class Durability(StrEnum):
@@ -74,6 +75,7 @@ class Recorder:
         self.durability = Durability(durability)
         self.redaction = redaction if redaction is not None else RedactionPolicy()
         self._redacted: dict[str, Item] = {}
+        self._sent: dict[str, str] = {}  # item hash -> stored hash, for items already handed to the writer
         self.listeners: list[RecordingListener] = list(listeners)
 
     @property
@@ -142,10 +144,24 @@ class Recorder:
         if cached is None:
             body = self.redaction.value(item.body)
             cached = item if body == item.body else Item(item.kind, body)
-            if len(self._redacted) > 100_000:
+            if len(self._redacted) > _CACHE_SIZE:
                 self._redacted.clear()
             self._redacted[item.hash] = cached
         return cached
+
+    def _stored_hash(self, item: Item, bundle: Bundle) -> str:
+        """The stored item's hash; its row joins ``bundle`` unless this recorder sent it lately."""
+        stored_hash = self._sent.get(item.hash)
+        if stored_hash is None:
+            stored = self.stored_item(item)
+            bundle.add("fp_item", _item_row(stored))
+            stored_hash = stored.hash
+            # clearing (rather than evicting one by one) is cheap and only costs a resent row,
+            # which the writer skips as already stored; the bound keeps memory flat
+            if len(self._sent) > _CACHE_SIZE:
+                self._sent.clear()
+            self._sent[item.hash] = stored_hash
+        return stored_hash
 
     def _submit(self, bundle: Bundle) -> None:
         self.store.submit(bundle)
@@ -166,8 +182,39 @@ def _json(value: Any) -> str | None:
 
 def _item_row(item: Item) -> tuple[Any, ...]:
     text = item.text
-    body = None if item.body == {"text": text} else canonical_json(item.body)
+    body = None if item.body == {"text": text} else item.canonical_body
     return (item.hash, item.kind, text, body)
+
+
+def _add_snapshot(
+    bundle: Bundle, recorder: Recorder, run_id: str, stage_id: str,
+    inputs: Sequence[tuple[ContextItem, bool, str | None]],
+) -> None:
+    """A stage's snapshot into ``bundle``, packed into one string per column (see ``_writer``)."""
+    sent = recorder._sent
+    hashes = [sent.get(ci.item.hash) or recorder._stored_hash(ci.item, bundle) for ci, _, _ in inputs]
+    origins = [ci.origin for ci, _, _ in inputs]
+    null, sep = NULL_MARK, UNIT_SEP
+    columns = (
+        sep.join(hashes),
+        sep.join([o.kind for o in origins]),
+        sep.join([null if o.run_id is None else o.run_id for o in origins]),
+        sep.join([null if o.stage_id is None else o.stage_id for o in origins]),
+        sep.join([null if o.source is None else o.source for o in origins]),
+        sep.join([null if d is None else d for _, _, d in inputs]),
+    )
+    whole = "".join(columns)
+    if whole.count(sep) == 6 * (len(inputs) - 1) and ROW_SEP not in whole and CHUNK_SEP not in whole:
+        h, k, r, s, src, d = columns
+        flags = "".join(["1" if included else "0" for _, included, _ in inputs])
+        bundle.snapshots.append((run_id, stage_id, h, k, r, s, src, flags, d))
+        return
+    for position, ((ci, included, dropped_by), item_hash) in enumerate(zip(inputs, hashes, strict=True)):
+        o = ci.origin  # a value holds a separator: these rows go the plain way
+        bundle.add(
+            "fp_entry",
+            (run_id, stage_id, position, item_hash, o.kind, o.run_id, o.stage_id, o.source, included, dropped_by),
+        )
 
 
 class RunRecording:
@@ -318,21 +365,10 @@ class StageRecording:
         )
         for src, kind in self.edges:
             bundle.add("fp_edge", (run_id, src, self.id, kind))
-        for position, (ci, included, dropped_by) in enumerate(self._inputs):
-            stored = recorder.stored_item(ci.item)
-            bundle.add("fp_item", _item_row(stored))
-            origin = ci.origin
-            bundle.add(
-                "fp_entry",
-                (
-                    run_id, self.id, position, stored.hash, origin.kind, origin.run_id, origin.stage_id,
-                    origin.source, included, dropped_by,
-                ),
-            )
+        if self._inputs:
+            _add_snapshot(bundle, recorder, run_id, self.id, self._inputs)
         for position, item in enumerate(self._outputs):
-            stored = recorder.stored_item(item)
-            bundle.add("fp_item", _item_row(stored))
-            bundle.add("fp_output", (run_id, self.id, position, stored.hash))
+            bundle.add("fp_output", (run_id, self.id, position, recorder._stored_hash(item, bundle)))
         recorder._submit(bundle)
         if recorder.listeners:
             recorder._notify("stage_closed", self._recorded(str(status), ended_at, error))
@@ -387,6 +423,7 @@ class NullRecorder(Recorder):
         self.durability = Durability.EXIT
         self.redaction = RedactionPolicy.none()
         self._redacted = {}
+        self._sent = {}
         self.listeners = []
 
     @property

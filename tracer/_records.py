@@ -127,10 +127,22 @@ class Item:
     kind: str
     body: dict[str, Any]
     hash: str = field(default="", compare=False)
+    _canonical: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.hash:
-            object.__setattr__(self, "hash", content_hash(self.kind, self.body))
+            # the same canonical text as content_hash(), kept: the store writes it as the body
+            canonical = canonical_json(self.body)
+            object.__setattr__(self, "_canonical", canonical)
+            digest = hashlib.blake2b(f"[{canonical_json(self.kind)},{canonical}]".encode(), digest_size=16)
+            object.__setattr__(self, "hash", digest.hexdigest())
+
+    @property
+    def canonical_body(self) -> str:
+        """The canonical JSON text of the body (what the store keeps for non-text items)."""
+        if not self._canonical:
+            object.__setattr__(self, "_canonical", canonical_json(self.body))
+        return self._canonical
 
     @property
     def text(self) -> str:

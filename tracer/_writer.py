@@ -1,19 +1,27 @@
 """The store's single writer thread.
 
 The agent's path never executes SQL: the recorder hands small row bundles to a bounded queue and
-goes on. One thread drains the queue, groups rows by table, and inserts each table's rows as
-columns (``INSERT ... SELECT * FROM unnest(?, ?, ...)``) in one transaction per batch, which is
-roughly a hundred times faster than ``executemany``. A full queue blocks the producer
-(backpressure), so memory stays flat however fast runs are recorded. A flush request is answered
-once everything queued before it is committed.
+goes on. One thread drains the queue, groups rows by table, and inserts each table's rows in one
+statement per batch, all in one transaction.
+
+Moving values from Python into DuckDB one by one costs about a microsecond each, which at 20
+snapshot entries per inference would dominate the recording. So the writer sends each column as a
+single string, the values joined by a record separator, and DuckDB splits it natively (with the
+GIL released). Snapshots go further: the recorder packs each stage's snapshot into a few strings
+(one per column, values joined by a unit separator), so an inference's 20 entries cost Python a
+handful of string joins and DuckDB expands them into rows. A value containing a separator falls
+back to a plain list parameter for its column, so nothing is ever mangled.
+
+A full queue blocks the producer (backpressure), so memory stays flat however fast runs are
+recorded. A flush request is answered once everything queued before it is committed.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections import OrderedDict
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,29 +29,76 @@ import duckdb
 
 from .errors import StoreError
 
-# Columns of each table in insert order (must match _schema.TABLES).
-COLUMNS: dict[str, tuple[str, ...]] = {
+# Separators of the packed encoding. Control characters that no id, hash or kind contains; any
+# other value is checked before it is packed.
+ROW_SEP = "\x1e"  # between the values of one column
+UNIT_SEP = "\x1f"  # between the entries of one packed snapshot
+NULL_MARK = "\x1d"  # a NULL value
+CHUNK_SEP = "\x1c"  # between chunks of a column
+CHUNK = 1024  # values per chunk
+_SMALL = 200  # fewer rows than this go as plain list parameters
+
+# Columns of each table in insert order, with their SQL types (must match _schema.TABLES).
+COLUMN_TYPES: dict[str, tuple[tuple[str, str], ...]] = {
     "fp_run": (
-        "id", "session_id", "agent", "status", "input", "output", "model", "started_at", "ended_at",
-        "tokens_in", "tokens_out", "cost", "forked_from_run", "forked_from_stage", "fork_edit",
-        "labels", "attributes", "redaction", "error",
+        ("id", "VARCHAR"), ("session_id", "VARCHAR"), ("agent", "VARCHAR"), ("status", "VARCHAR"),
+        ("input", "VARCHAR"), ("output", "VARCHAR"), ("model", "VARCHAR"), ("started_at", "DOUBLE"),
+        ("ended_at", "DOUBLE"), ("tokens_in", "BIGINT"), ("tokens_out", "BIGINT"), ("cost", "DOUBLE"),
+        ("forked_from_run", "VARCHAR"), ("forked_from_stage", "VARCHAR"), ("fork_edit", "VARCHAR"),
+        ("labels", "VARCHAR[]"), ("attributes", "VARCHAR"), ("redaction", "VARCHAR"), ("error", "VARCHAR"),
     ),
     "fp_stage": (
-        "id", "run_id", "seq", "kind", "name", "status", "started_at", "ended_at", "parent_id",
-        "attributes", "error",
+        ("id", "VARCHAR"), ("run_id", "VARCHAR"), ("seq", "INTEGER"), ("kind", "VARCHAR"), ("name", "VARCHAR"),
+        ("status", "VARCHAR"), ("started_at", "DOUBLE"), ("ended_at", "DOUBLE"), ("parent_id", "VARCHAR"),
+        ("attributes", "VARCHAR"), ("error", "VARCHAR"),
     ),
-    "fp_edge": ("run_id", "src", "dst", "kind"),
-    "fp_item": ("hash", "kind", "text", "body"),
+    "fp_edge": (("run_id", "VARCHAR"), ("src", "VARCHAR"), ("dst", "VARCHAR"), ("kind", "VARCHAR")),
+    "fp_item": (("hash", "VARCHAR"), ("kind", "VARCHAR"), ("text", "VARCHAR"), ("body", "VARCHAR")),
     "fp_entry": (
-        "run_id", "stage_id", "position", "item_hash", "origin_kind", "origin_run", "origin_stage",
-        "origin_source", "included", "dropped_by",
+        ("run_id", "VARCHAR"), ("stage_id", "VARCHAR"), ("position", "INTEGER"), ("item_hash", "VARCHAR"),
+        ("origin_kind", "VARCHAR"), ("origin_run", "VARCHAR"), ("origin_stage", "VARCHAR"),
+        ("origin_source", "VARCHAR"), ("included", "BOOLEAN"), ("dropped_by", "VARCHAR"),
     ),
-    "fp_output": ("run_id", "stage_id", "position", "item_hash"),
+    "fp_output": (("run_id", "VARCHAR"), ("stage_id", "VARCHAR"), ("position", "INTEGER"), ("item_hash", "VARCHAR")),
 }
+COLUMNS: dict[str, tuple[str, ...]] = {t: tuple(c for c, _ in cols) for t, cols in COLUMN_TYPES.items()}
 RUN_END_COLUMNS = (
     "id", "status", "output", "model", "ended_at", "tokens_in", "tokens_out", "cost", "error", "attributes",
 )
+_KNOWN_ITEMS = 65_536
 _INSERT_ORDER = ("fp_run", "fp_item", "fp_stage", "fp_edge", "fp_entry", "fp_output")
+
+# A packed snapshot: run id, stage id, then one string per column, each the stage's values joined
+# by UNIT_SEP (NULL as NULL_MARK): item hashes, origin kinds, origin runs, origin stages, origin
+# sources, dropped_by; and ``included`` as a string of "1"/"0", one character per entry.
+PackedSnapshot = tuple[str, str, str, str, str, str, str, str, str]
+
+_EXPAND_SNAPSHOTS = """
+INSERT INTO fp_entry
+SELECT run_id, stage_id, generate_subscripts(h, 1) - 1, unnest(h), nullif(unnest(k), chr(29)),
+       nullif(unnest(r), chr(29)), nullif(unnest(s), chr(29)), nullif(unnest(src), chr(29)),
+       unnest(string_split(inc, '')) = '1', nullif(unnest(d), chr(29))
+FROM (
+    SELECT unnest(string_split($1, chr(30))) AS run_id, unnest(string_split($2, chr(30))) AS stage_id,
+           string_split(unnest(string_split($3, chr(30))), chr(31)) AS h,
+           string_split(unnest(string_split($4, chr(30))), chr(31)) AS k,
+           string_split(unnest(string_split($5, chr(30))), chr(31)) AS r,
+           string_split(unnest(string_split($6, chr(30))), chr(31)) AS s,
+           string_split(unnest(string_split($7, chr(30))), chr(31)) AS src,
+           unnest(string_split($8, chr(30))) AS inc,
+           string_split(unnest(string_split($9, chr(30))), chr(31)) AS d
+)
+"""
+
+
+def pack(values: Sequence[str | None]) -> str | None:
+    """``values`` joined by UNIT_SEP (NULL as NULL_MARK), or None when a value holds a separator."""
+    if None in values:
+        values = [NULL_MARK if v is None else v for v in values]
+    joined = UNIT_SEP.join(values)  # type: ignore[arg-type]
+    if joined.count(UNIT_SEP) != len(values) - 1 or ROW_SEP in joined:
+        return None
+    return joined
 
 
 @dataclass
@@ -52,6 +107,7 @@ class Bundle:
 
     rows: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
     run_ends: list[tuple[Any, ...]] = field(default_factory=list)
+    snapshots: list[PackedSnapshot] = field(default_factory=list)
 
     def add(self, table: str, row: tuple[Any, ...]) -> None:
         """Queue one row of ``table``."""
@@ -69,6 +125,83 @@ class _Flush:
 _STOP = object()
 
 
+def _encode(value: Any) -> str:
+    if value is None:
+        return NULL_MARK
+    if type(value) is bool:
+        return "true" if value else "false"
+    return repr(value) if type(value) is float else str(value)
+
+
+def _encode_list(value: Any) -> str | None:
+    if value is None or len(value) == 0:
+        return NULL_MARK
+    if not all(type(v) is str and v and UNIT_SEP not in v for v in value):
+        return None
+    return UNIT_SEP.join(value)
+
+
+def _chunks(values: Sequence[Any]) -> list[Sequence[Any]]:
+    return [values[i:i + CHUNK] for i in range(0, len(values), CHUNK)]
+
+
+def _packed_column(values: Sequence[Any], sql_type: str) -> str | None:
+    """The column as chunks of values joined by separators, or None when a value holds one."""
+    nulls = 0
+    encoded: Sequence[str | None]
+    if sql_type.endswith("[]"):
+        encoded = [_encode_list(v) for v in values]
+        if None in encoded:
+            return None
+        nulls = encoded.count(NULL_MARK)
+    elif all(type(v) is str for v in values):
+        encoded = values
+    elif sql_type != "VARCHAR" or all(v is None or type(v) is str for v in values):
+        nulls = sum(1 for v in values if v is None)
+        encoded = [_encode(v) for v in values]
+    else:
+        return None
+    chunks = _chunks(encoded)
+    joined = CHUNK_SEP.join([ROW_SEP.join(chunk) for chunk in chunks])
+    if (
+        joined.count(ROW_SEP) != len(values) - len(chunks)
+        or joined.count(CHUNK_SEP) != len(chunks) - 1
+        or joined.count(NULL_MARK) != nulls
+    ):
+        return None
+    return joined
+
+
+def select_rows(columns: Sequence[tuple[str, str]], rows: Sequence[tuple[Any, ...]]) -> tuple[str, list[Any]]:
+    """A SELECT that yields ``rows`` (named as ``columns``), and its parameters.
+
+    Each column travels as one string (see the module docstring), split natively in chunks of
+    ``CHUNK`` values (DuckDB unnests short lists far faster than one long one).
+    """
+    if len(rows) < _SMALL:  # planning the split costs a few ms: few rows go as plain lists
+        selects = ", ".join(f"unnest(?) AS {name}" for name, _ in columns)
+        return f"SELECT {selects}", [list(c) for c in zip(*rows, strict=True)]
+    params: list[Any] = []
+    inner: list[str] = []
+    outer: list[str] = []
+    for i, (values, (name, sql_type)) in enumerate(zip(zip(*rows, strict=True), columns, strict=True)):
+        packed = _packed_column(values, sql_type)
+        if packed is None:  # a value holds a separator: this column goes as plain lists
+            params.append([list(chunk) for chunk in _chunks(values)])
+            inner.append(f"unnest(?) AS c{i}")
+            outer.append(f"unnest(c{i}) AS {name}")
+            continue
+        params.append(packed)
+        inner.append(f"string_split(unnest(string_split(?, chr(28))), chr(30)) AS c{i}")
+        value = f"nullif(unnest(c{i}), chr(29))"
+        if sql_type.endswith("[]"):
+            value = f"coalesce(string_split({value}, chr(31)), []::VARCHAR[])"
+        elif sql_type != "VARCHAR":
+            value = f"{value}::{sql_type}"
+        outer.append(f"{value} AS {name}")
+    return f"SELECT {', '.join(outer)} FROM (SELECT {', '.join(inner)})", params
+
+
 class Writer:
     """Owns the write connection; everything written to the store goes through here."""
 
@@ -77,19 +210,20 @@ class Writer:
         con: duckdb.DuckDBPyConnection,
         path: str,
         *,
-        max_queue: int = 2000,
-        max_batch: int = 2000,
-        known_items: int = 200_000,
+        max_queue: int = 4000,
+        max_batch: int = 4000,
+        linger: float = 0.05,
         on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._con = con
         self._path = path
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
         self._max_batch = max_batch
-        self._known: OrderedDict[str, None] = OrderedDict()
-        self._known_cap = known_items
+        self._linger = linger
         self._failure: BaseException | None = None
         self._on_error = on_error
+        self._stats: dict[str, int] = {"batches": 0, "bundles": 0}
+        self._known: dict[str, None] = {}  # hashes of items written lately (bounded)
         self._thread = threading.Thread(target=self._loop, name=f"footprint-writer:{path}", daemon=True)
         self._thread.start()
 
@@ -98,10 +232,17 @@ class Writer:
         """The error that stopped a batch from being written, if any."""
         return self._failure
 
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters: ``batches`` (transactions), ``bundles``, and rows written per table."""
+        return dict(self._stats)
+
     def submit(self, bundle: Bundle) -> None:
         """Queue a bundle; blocks while the queue is full."""
         if self._failure is not None:
             raise StoreError(f"writing to {self._path} failed earlier: {self._failure}") from self._failure
+        if not self._thread.is_alive():
+            raise StoreError(f"{self._path} is closed; nothing more can be recorded into it")
         self._queue.put(bundle)
 
     def flush(self, timeout: float | None = None) -> None:
@@ -127,9 +268,20 @@ class Writer:
         while True:
             first = self._queue.get()
             batch: list[Any] = [first]
+            deadline = time.monotonic() + self._linger
             while len(batch) < self._max_batch:
                 try:
                     batch.append(self._queue.get_nowait())
+                    continue
+                except queue.Empty:
+                    pass
+                # Each statement costs a few ms of planning and GIL hand-over, so while rows keep
+                # coming a batch waits briefly for more; a flush (or stop) is never kept waiting.
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not isinstance(batch[-1], Bundle):
+                    break
+                try:
+                    batch.append(self._queue.get(timeout=remaining))
                 except queue.Empty:
                     break
             bundles = [b for b in batch if isinstance(b, Bundle)]
@@ -152,19 +304,51 @@ class Writer:
     def _write(self, bundles: list[Bundle]) -> None:
         tables: dict[str, list[tuple[Any, ...]]] = {}
         run_ends: list[tuple[Any, ...]] = []
+        snapshots: list[PackedSnapshot] = []
         for bundle in bundles:
             for table, rows in bundle.rows.items():
                 tables.setdefault(table, []).extend(rows)
             run_ends.extend(bundle.run_ends)
-        if "fp_item" in tables:
-            tables["fp_item"] = self._new_items(tables["fp_item"])
+            snapshots.extend(bundle.snapshots)
+        items = tables.get("fp_item")
+        if items:
+            # the same item is often queued by several stages (and batches): keep the new ones once
+            known = self._known
+            tables["fp_item"] = list({row[0]: row for row in items if row[0] not in known}.values())
+        try:
+            self._transaction(tables, run_ends, snapshots, ignore_known_items=False)
+        except duckdb.ConstraintException:
+            # an item this writer has not seen is in the file already (recorded by an earlier
+            # process, or forgotten by the bounded cache): redo the batch, skipping stored items.
+            # Plain INSERT is twice as fast as INSERT OR IGNORE, so it stays the common path.
+            self._transaction(tables, run_ends, snapshots, ignore_known_items=True)
+        if len(self._known) > _KNOWN_ITEMS:
+            self._known.clear()
+        self._known.update(dict.fromkeys(row[0] for row in tables.get("fp_item", ())))
+        stats = self._stats
+        stats["batches"] += 1
+        stats["bundles"] += len(bundles)
+        for table, rows in tables.items():
+            stats[table] = stats.get(table, 0) + len(rows)
+        stats["snapshots"] = stats.get("snapshots", 0) + len(snapshots)
+
+    def _transaction(
+        self,
+        tables: dict[str, list[tuple[Any, ...]]],
+        run_ends: list[tuple[Any, ...]],
+        snapshots: list[PackedSnapshot],
+        *,
+        ignore_known_items: bool,
+    ) -> None:
         con = self._con
         con.execute("BEGIN TRANSACTION")
         try:
             for table in _INSERT_ORDER:
-                rows = tables.get(table)
-                if rows:
-                    self._insert_columns(table, rows)
+                table_rows = tables.get(table)
+                if table_rows:
+                    self._insert_columns(table, table_rows, ignore=ignore_known_items and table == "fp_item")
+                if table == "fp_entry" and snapshots:
+                    self._insert_snapshots(snapshots)
             if run_ends:
                 # a run may be ended, continued and ended again within one batch: the last word wins
                 self._update_run_ends(list({row[0]: row for row in run_ends}.values()))
@@ -172,35 +356,30 @@ class Writer:
         except BaseException:
             con.execute("ROLLBACK")
             raise
-        for row in tables.get("fp_item", ()):
-            self._remember(row[0])
 
-    def _new_items(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        seen: dict[str, tuple[Any, ...]] = {}
-        for row in rows:
-            if row[0] not in self._known and row[0] not in seen:
-                seen[row[0]] = row
-        return list(seen.values())
+    def _insert_snapshots(self, snapshots: list[PackedSnapshot]) -> None:
+        columns = [ROW_SEP.join(c) for c in zip(*snapshots, strict=True)]
+        if all(c.count(ROW_SEP) == len(snapshots) - 1 for c in columns):
+            self._con.execute(_EXPAND_SNAPSHOTS, columns)
+            return
+        # an id holds a separator: unpack in Python and insert the rows the plain way
+        rows: list[tuple[Any, ...]] = []
+        for run_id, stage_id, h, k, r, s, src, inc, d in snapshots:
+            unpacked = [[None if v == NULL_MARK else v for v in c.split(UNIT_SEP)] for c in (h, k, r, s, src, d)]
+            for position, (hh, kk, rr, ss, sr, dd) in enumerate(zip(*unpacked, strict=True)):
+                rows.append((run_id, stage_id, position, hh, kk, rr, ss, sr, inc[position] == "1", dd))
+        self._insert_columns("fp_entry", rows)
 
-    def _remember(self, item_hash: str) -> None:
-        self._known[item_hash] = None
-        if len(self._known) > self._known_cap:
-            self._known.popitem(last=False)
-
-    def _insert_columns(self, table: str, rows: list[tuple[Any, ...]]) -> None:
-        columns = list(zip(*rows, strict=True))
-        params = ", ".join(f"unnest(${i + 1})" for i in range(len(columns)))
-        verb = "INSERT OR IGNORE INTO" if table in ("fp_item", "fp_run") else "INSERT INTO"
-        self._con.execute(f"{verb} {table} SELECT {params}", [list(c) for c in columns])
+    def _insert_columns(self, table: str, rows: list[tuple[Any, ...]], *, ignore: bool = False) -> None:
+        select, params = select_rows(COLUMN_TYPES[table], rows)
+        verb = "INSERT OR IGNORE INTO" if ignore else "INSERT INTO"
+        self._con.execute(f"{verb} {table} {select}", params)
 
     def _update_run_ends(self, rows: list[tuple[Any, ...]]) -> None:
-        columns = list(zip(*rows, strict=True))
-        params = ", ".join(f"unnest(${i + 1}) AS {name}" for i, name in enumerate(RUN_END_COLUMNS))
+        types = dict(COLUMN_TYPES["fp_run"])
+        select, params = select_rows([(name, types[name]) for name in RUN_END_COLUMNS], rows)
         sets = ", ".join(
             f"{name} = coalesce(u.{name}, fp_run.{name})" if name == "attributes" else f"{name} = u.{name}"
             for name in RUN_END_COLUMNS[1:]
         )
-        self._con.execute(
-            f"UPDATE fp_run SET {sets} FROM (SELECT {params}) u WHERE fp_run.id = u.id",
-            [list(c) for c in columns],
-        )
+        self._con.execute(f"UPDATE fp_run SET {sets} FROM ({select}) u WHERE fp_run.id = u.id", params)
