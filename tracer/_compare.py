@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from ._diff import RunDivergence, SnapshotDiff, diff_snapshots
+from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_snapshots, estimate_tokens
 from ._records import Item, ItemKind, Origin, OriginKind, Run, SnapshotEntry, Stage, StageKind, canonical_json
 from ._rundata import RunData
 from ._why import RunSource
@@ -221,7 +221,7 @@ def _pair(index: int, sa: Stage, sb: Stage, a: RunData, b: RunData, items: dict[
     if forms_a != forms_b:
         only_a, only_b = _unmatched(sent_a, forms_a, forms_b), _unmatched(sent_b, forms_b, forms_a)
         if only_a or only_b:
-            pair.context = diff_snapshots(only_a, only_b, items)
+            pair.context = _diff(only_a, only_b, items)
             pair.reasons.append(f"saw different context ({len(only_a)} item(s) only in A, {len(only_b)} only in B)")
         else:
             pair.reasons.append("saw the same items in a different order")
@@ -239,13 +239,28 @@ def _pair(index: int, sa: Stage, sb: Stage, a: RunData, b: RunData, items: dict[
     out_b = [content_form(items.get(h), h) for h in b.outputs.get(sb.id, [])]
     if out_a != out_b:
         made_a, made_b = _output_entries(a, sa), _output_entries(b, sb)
-        pair.outputs = diff_snapshots(_unmatched(made_a, out_a, out_b), _unmatched(made_b, out_b, out_a), items)
+        pair.outputs = _diff(_unmatched(made_a, out_a, out_b), _unmatched(made_b, out_b, out_a), items)
         pair.reasons.append("produced different output")
     if sa.status != sb.status:
         pair.reasons.append(f"ended {sa.status} in A, {sb.status} in B")
     if pair.reasons:
         pair.change = "differs"
     return pair
+
+
+def _diff(only_a: list[SnapshotEntry], only_b: list[SnapshotEntry], items: dict[str, Item]) -> SnapshotDiff:
+    """diff_snapshots, plus any entry it folded away (it keeps one entry per slot): every difference shown."""
+    diff = diff_snapshots(only_a, only_b, items)
+    named = {e.item_hash for e in diff.entries} | {e.before_hash for e in diff.entries if e.before_hash}
+    for change, entries in (("dropped", only_a), ("added", only_b)):
+        for entry in entries:
+            if entry.item_hash in named:
+                continue
+            item = items.get(entry.item_hash)
+            text = item.text if item else ""
+            diff.entries.append(DiffEntry(change, entry.item_hash, item.kind if item else "?", text,
+                                          entry.origin.kind, entry.origin.source, estimate_tokens(text)))
+    return diff
 
 
 def _output_entries(data: RunData, stage: Stage) -> list[SnapshotEntry]:
