@@ -30,7 +30,10 @@ hosting_cli.register(cli)
 
 def register(group: click.Group) -> None:
     """Add the explorer commands to ``group``."""
-    del group
+    from ._commands import commands
+
+    for command in commands():
+        group.add_command(command)
 
 
 register(cli)

@@ -1,0 +1,77 @@
+"""The explorer's commands: `footprint explore`, `footprint sandbox` and `footprint up`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from tracer import DEFAULT_PATH, Store
+
+from ._terminal import has_terminal
+
+_DB_HELP = "The footprint store (a DuckDB file)."
+
+
+def _need_terminal(command: str) -> None:
+    if not has_terminal():
+        raise click.ClickException(f"footprint {command} is a full-screen app and needs a terminal")
+
+
+@click.command("explore")
+@click.argument("db", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--host", "host_url", metavar="URL", help="Attach to a running host's read API instead of a file.")
+@click.option("--token", envvar="FOOTPRINT_TOKEN", help="Bearer token for --host.")
+@click.option("--run", "run_ref", metavar="RUN", help="Open this run (an id, a unique prefix, or 'last').")
+@click.option("--read-only", is_flag=True, help="Open the store read-only (no sandbox; another reader may share it).")
+def explore(db: Path | None, host_url: str | None, token: str | None, run_ref: str | None, read_only: bool) -> None:
+    """Browse recorded runs, their flowcharts and snapshots, and ask why an answer was given.
+
+    Opens the store DB (default: $FOOTPRINT_DB or footprint.duckdb), or with --host attaches to a
+    standing-agent host in another process. Press ? in any screen for its keys.
+    """
+    if host_url and db:
+        raise click.UsageError("give a store file or --host URL, not both")
+    _need_terminal("explore")
+    from ._open import build_app
+
+    if host_url:
+        from ._host import attach
+
+        app = attach(host_url, token=token, run_ref=run_ref)
+        app.run()
+        return
+    path = db or Path(os.environ.get("FOOTPRINT_DB") or DEFAULT_PATH)
+    if not path.exists():
+        raise click.ClickException(f"no footprint store at {path}: record a run first (footprint demo), or pass a path")
+    store = Store.open(path, read_only=read_only)
+    try:
+        run_id = store.resolve_run_id(run_ref) if run_ref else None
+        build_app(store, run_id=run_id).run()
+    finally:
+        store.close()
+
+
+@click.command("sandbox")
+@click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), envvar="FOOTPRINT_DB",
+              default=DEFAULT_PATH, show_default=True, help=_DB_HELP)
+def sandbox(db: Path) -> None:
+    """Create personas, chat with them (their conversation resumes), edit and delete them.
+
+    Personas and conversations are kept in the store; every chat turn is recorded as a run. Without
+    OPENAI_API_KEY the chat uses the offline demo model.
+    """
+    _need_terminal("sandbox")
+    from ._open import build_app
+
+    store = Store.open(db)
+    try:
+        build_app(store, start="sandbox").run()
+    finally:
+        store.close()
+
+
+def commands() -> list[click.Command]:
+    """The explorer's commands, for :func:`explorer.cli.register`."""
+    return [explore, sandbox]

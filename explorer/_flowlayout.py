@@ -1,0 +1,248 @@
+"""Laying out a run's flowchart as a character canvas: stages as boxes, edges as lines.
+
+Stages are put in layers (a stage sits one layer below the latest stage it follows), so the tool
+calls of a parallel batch share a layer and stand side by side. Edges between neighbouring layers
+are drawn in the two rows between them; an edge that skips layers runs down a lane on the left,
+and an edge that goes back up (a loop) runs up a lane on the right. The canvas is plain data (a
+character and a style key per cell), so the widget only colours and crops it, and tests can read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tracer import Edge, RunData, Stage, StageKind, StageStatus
+
+from ._format import duration, one_line, tokens
+
+BOX_W = 22
+BOX_H = 3
+GAP_X = 2
+GAP_Y = 2
+
+_UP, _DOWN, _LEFT, _RIGHT = 1, 2, 4, 8
+_GLYPHS = {
+    _UP: "│", _DOWN: "│", _UP | _DOWN: "│", _LEFT: "─", _RIGHT: "─", _LEFT | _RIGHT: "─",
+    _DOWN | _RIGHT: "┌", _DOWN | _LEFT: "┐", _UP | _RIGHT: "└", _UP | _LEFT: "┘",
+    _UP | _DOWN | _RIGHT: "├", _UP | _DOWN | _LEFT: "┤", _LEFT | _RIGHT | _DOWN: "┬",
+    _LEFT | _RIGHT | _UP: "┴", _UP | _DOWN | _LEFT | _RIGHT: "┼",
+}
+
+
+@dataclass(frozen=True)
+class Box:
+    """Where a stage's box sits on the canvas."""
+
+    stage_id: str
+    layer: int
+    column: int
+    x: int
+    y: int
+
+    @property
+    def center(self) -> int:
+        """The x of the box's middle column (where edges attach)."""
+        return self.x + BOX_W // 2
+
+
+@dataclass
+class FlowLayout:
+    """A run's flowchart as a canvas of ``height`` rows of ``width`` cells.
+
+    ``chars[y][x]`` is the character of a cell and ``styles[y][x]`` its style key: ``"box:<stage
+    id>"`` inside a box, ``"edge:<kind>"`` on an edge, ``""`` for blank space.
+    """
+
+    boxes: dict[str, Box]
+    layers: list[list[str]]
+    width: int
+    height: int
+    chars: list[list[str]] = field(repr=False)
+    styles: list[list[str]] = field(repr=False)
+
+    def row_text(self, y: int) -> str:
+        """Row ``y`` as plain text (for tests and plain-text rendering)."""
+        return "".join(self.chars[y]).rstrip()
+
+    def text(self) -> str:
+        """The whole canvas as plain text."""
+        return "\n".join(self.row_text(y) for y in range(self.height))
+
+    def neighbour(self, stage_id: str, direction: str) -> str | None:
+        """The stage to move to from ``stage_id`` by an arrow key (``up``, ``down``, ``left``, ``right``)."""
+        box = self.boxes.get(stage_id)
+        if box is None:
+            return None
+        if direction in ("left", "right"):
+            row = self.layers[box.layer]
+            index = box.column + (1 if direction == "right" else -1)
+            return row[index] if 0 <= index < len(row) else None
+        layer = box.layer + (1 if direction == "down" else -1)
+        if not 0 <= layer < len(self.layers):
+            return None
+        # the box of that layer whose middle is nearest this one's
+        return min(self.layers[layer], key=lambda s: abs(self.boxes[s].center - box.center))
+
+
+def _layers(stages: list[Stage], edges: Iterable[Edge]) -> dict[str, int]:
+    seq = {s.id: s.seq for s in stages}
+    preds: dict[str, list[str]] = {}
+    for e in edges:
+        if e.src in seq and e.dst in seq and seq[e.src] < seq[e.dst]:
+            preds.setdefault(e.dst, []).append(e.src)
+    layer: dict[str, int] = {}
+    previous: str | None = None
+    for stage in stages:
+        sources = preds.get(stage.id)
+        if sources:
+            layer[stage.id] = max(layer[p] for p in sources) + 1
+        else:
+            # a stage recorded without edges follows the stage before it
+            layer[stage.id] = layer[previous] + 1 if previous is not None else 0
+        previous = stage.id
+    return layer
+
+
+def _box_label(stage: Stage, data: RunData) -> tuple[str, str, str]:
+    """The box's top label, its middle line, and its bottom label."""
+    inner = BOX_W - 2
+    name = stage.name if stage.name and stage.name != stage.kind else ""
+    if stage.kind in (StageKind.INPUT, StageKind.ANSWER, StageKind.RESUME, StageKind.ERROR):
+        produced = data.outputs.get(stage.id) or []
+        item = data.items.get(produced[-1]) if produced else None
+        if item is not None and item.text:
+            name = item.text
+    elif stage.kind == StageKind.TOOL:
+        args = str(stage.attributes.get("arguments", ""))
+        if len(stage.name) + len(args) <= inner - 2:
+            name = f"{stage.name}{args}"
+    middle = f" {one_line(name, inner - 2):<{inner - 2}} "
+    notes = []
+    if stage.status != StageStatus.OK:
+        notes.append(stage.status)
+    elif stage.kind == StageKind.PAUSE:
+        notes.append("awaiting")
+    if stage.kind == StageKind.INFERENCE:
+        used = int(stage.attributes.get("input_tokens", 0) or 0) + int(stage.attributes.get("output_tokens", 0) or 0)
+        if used:
+            notes.append(f"{tokens(used)} tok")
+    took = duration(stage.started_at, stage.ended_at)
+    if took:
+        notes.append(took)
+    return stage.kind, middle, " ".join(notes)
+
+
+def layout(data: RunData) -> FlowLayout:
+    """The flowchart of ``data`` laid out on a canvas."""
+    stages = sorted(data.stages, key=lambda s: s.seq)
+    by_id = {s.id: s for s in stages}
+    edges = [e for e in data.edges if e.src in by_id and e.dst in by_id]
+    layer_of = _layers(stages, edges)
+    layers: list[list[str]] = [[] for _ in range(max(layer_of.values(), default=-1) + 1)]
+    for stage in stages:
+        layers[layer_of[stage.id]].append(stage.id)
+
+    skip = [e for e in edges if by_id[e.src].seq < by_id[e.dst].seq and layer_of[e.dst] > layer_of[e.src] + 1]
+    back = [e for e in edges if by_id[e.src].seq >= by_id[e.dst].seq]
+    x0 = 2 * len(skip)
+    content = max((len(row) * BOX_W + (len(row) - 1) * GAP_X for row in layers), default=0)
+    top = GAP_Y if any(layer_of[e.dst] == 0 for e in back) else 0
+    width = x0 + content + (2 * len(back) + 1 if back else 0)
+
+    boxes: dict[str, Box] = {}
+    for number, row in enumerate(layers):
+        row_width = len(row) * BOX_W + (len(row) - 1) * GAP_X
+        start = x0 + (content - row_width) // 2
+        for column, stage_id in enumerate(row):
+            boxes[stage_id] = Box(stage_id, number, column, start + column * (BOX_W + GAP_X),
+                                  top + number * (BOX_H + GAP_Y))
+
+    def gap_below(layer: int) -> int:
+        return top + layer * (BOX_H + GAP_Y) + BOX_H
+
+    lines: dict[tuple[int, int], int] = {}
+    line_style: dict[tuple[int, int], str] = {}
+    arrows: dict[tuple[int, int], str] = {}
+    leaving: set[str] = set()
+
+    def mark(x: int, y: int, bits: int, kind: str) -> None:
+        lines[(x, y)] = lines.get((x, y), 0) | bits
+        if line_style.get((x, y), "next") == "next":
+            line_style[(x, y)] = kind
+
+    def hline(y: int, xa: int, xb: int, kind: str) -> None:
+        lo, hi = min(xa, xb), max(xa, xb)
+        for x in range(lo, hi + 1):
+            mark(x, y, (_LEFT if x > lo else 0) | (_RIGHT if x < hi else 0), kind)
+
+    def vline(x: int, ya: int, yb: int, kind: str) -> None:
+        lo, hi = min(ya, yb), max(ya, yb)
+        for y in range(lo, hi + 1):
+            mark(x, y, (_UP if y > lo else 0) | (_DOWN if y < hi else 0), kind)
+
+    for lane, e in enumerate(skip + back):
+        src, dst = boxes[e.src], boxes[e.dst]
+        leaving.add(e.src)
+        row_a = gap_below(src.layer)
+        enter = gap_below(dst.layer - 1) if dst.layer > 0 else 0
+        if e in skip:
+            lane_x = 2 * lane
+        else:
+            lane_x = x0 + content + 1 + 2 * (lane - len(skip))
+        mark(src.center, row_a, _UP, e.kind)
+        hline(row_a, src.center, lane_x, e.kind)
+        vline(lane_x, row_a, enter, e.kind)
+        hline(enter, lane_x, dst.center, e.kind)
+        mark(dst.center, enter, _DOWN, e.kind)
+        arrows.setdefault((dst.center, enter + 1), e.kind)
+
+    for e in edges:
+        if e in skip or e in back:
+            continue
+        src, dst = boxes[e.src], boxes[e.dst]
+        leaving.add(e.src)
+        row_a = gap_below(src.layer)
+        mark(src.center, row_a, _UP, e.kind)
+        hline(row_a, src.center, dst.center, e.kind)
+        mark(dst.center, row_a, _DOWN, e.kind)
+        arrows.setdefault((dst.center, row_a + 1), e.kind)
+
+    height = max([b.y + BOX_H for b in boxes.values()] + [y + 1 for (_, y) in lines] + [y + 1 for (_, y) in arrows] + [0])
+    chars = [[" "] * width for _ in range(height)]
+    styles = [[""] * width for _ in range(height)]
+    for (x, y), bits in lines.items():
+        chars[y][x] = _GLYPHS.get(bits, "┼")
+        styles[y][x] = f"edge:{line_style[(x, y)]}"
+    for (x, y), kind in arrows.items():
+        chars[y][x] = "▼"
+        styles[y][x] = f"edge:{kind}"
+        if kind != "next":
+            for i, ch in enumerate(kind):
+                if x + 2 + i < width and chars[y][x + 2 + i] == " ":
+                    chars[y][x + 2 + i] = ch
+                    styles[y][x + 2 + i] = f"edge:{kind}"
+    for stage_id, box in boxes.items():
+        _draw_box(chars, styles, box, by_id[stage_id], data, stage_id in leaving)
+    return FlowLayout(boxes, layers, width, height, chars, styles)
+
+
+def _draw_box(chars: list[list[str]], styles: list[list[str]], box: Box, stage: Stage, data: RunData,
+              leaves: bool) -> None:
+    inner = BOX_W - 2
+    kind, middle, bottom = _box_label(stage, data)
+    top_label = f" {one_line(kind, inner - 3)} "
+    top = "┌" + top_label + "─" * (inner - len(top_label)) + "┐"
+    bottom_label = f" {one_line(bottom, inner - 4)} " if bottom else ""
+    base = "─" * (inner - len(bottom_label) - 1) + bottom_label + "─"
+    if leaves:
+        mid = BOX_W // 2 - 1  # the border's cell at the box's middle column
+        if base[mid] == "─":
+            base = base[:mid] + "┬" + base[mid + 1:]
+    rows = [top, "│" + middle + "│", "└" + base + "┘"]
+    key = f"box:{stage.id}"
+    for dy, text in enumerate(rows):
+        line, style = chars[box.y + dy], styles[box.y + dy]
+        for dx, ch in enumerate(text[:BOX_W]):
+            line[box.x + dx] = ch
+            style[box.x + dx] = key

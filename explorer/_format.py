@@ -1,0 +1,145 @@
+"""How the explorer writes times, tokens, costs and previews, and the colours it gives kinds.
+
+One place for these so every screen agrees (and snapshot tests have one thing to pin).
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+
+from tracer import Run, Stage
+
+#: Colour of a context item by the kind of its origin (the issue asks to colour by origin kind).
+ORIGIN_COLOURS: dict[str, str] = {
+    "user": "green",
+    "memory": "magenta",
+    "prompt_section": "blue",
+    "stage": "yellow",
+    "config": "bright_black",
+    "file": "cyan",
+    "hook": "red",
+}
+
+#: Colour of a run's status.
+STATUS_COLOURS: dict[str, str] = {
+    "answered": "green",
+    "awaiting": "yellow",
+    "failed": "red",
+    "cancelled": "bright_black",
+    "running": "cyan",
+}
+
+#: Colour of a flowchart box by its stage kind.
+STAGE_COLOURS: dict[str, str] = {
+    "input": "green",
+    "memory": "magenta",
+    "prompt": "blue",
+    "inference": "yellow",
+    "tool_batch": "cyan",
+    "tool": "cyan",
+    "answer": "green",
+    "pause": "bright_yellow",
+    "resume": "bright_yellow",
+    "compaction": "blue",
+    "error": "red",
+    "subagent": "bright_cyan",
+}
+
+#: Colour of a flowchart edge by its kind.
+EDGE_COLOURS: dict[str, str] = {
+    "next": "bright_black",
+    "fork": "cyan",
+    "join": "cyan",
+    "loop": "yellow",
+    "resume": "magenta",
+}
+
+
+_SHORT_KINDS = {
+    "prompt_section": "prompt", "tool_definition": "tool def", "tool_call": "tool call",
+    "tool_result": "tool result",
+}
+
+
+def kind_label(kind: str) -> str:
+    """An item or origin kind short enough for a column (``prompt_section`` -> ``prompt``)."""
+    return _SHORT_KINDS.get(kind, kind)
+
+
+def clock(ts: float | None) -> str:
+    """A start time as ``MM-DD HH:MM:SS`` in local time ("-" when unknown)."""
+    if ts is None:
+        return "-"
+    return time.strftime("%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def tokens(n: int) -> str:
+    """A token count in at most five characters: 812, 12.4k, 3.1M."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k" if n < 100_000 else f"{n // 1000}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def cost(dollars: float) -> str:
+    """A dollar cost: ``$0.0123``; ``-`` when nothing was charged."""
+    if not dollars:
+        return "-"
+    if dollars < 0.00001:
+        return "~$0"
+    if dollars < 0.01:
+        return f"${dollars:.5f}".rstrip("0")
+    return f"${dollars:.2f}"
+
+
+def duration(start: float | None, end: float | None) -> str:
+    """A duration: ``12ms``, ``1.4s``, ``2m05s``; empty when it has not ended."""
+    if start is None or end is None:
+        return ""
+    seconds = max(0.0, end - start)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+def one_line(text: str | None, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    flat = " ".join((text or "").split())
+    if width <= 0:
+        return ""
+    return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"
+
+
+def short_id(run_id: str | None) -> str:
+    """A run or stage id short enough for a column (its tail, which is what differs)."""
+    if not run_id:
+        return "-"
+    return run_id if len(run_id) <= 12 else "…" + run_id[-10:]
+
+
+def status_text(status: str) -> Text:
+    """A status, coloured."""
+    return Text(status, style=STATUS_COLOURS.get(status, ""))
+
+
+def origin_text(kind: str, source: str | None = None) -> Text:
+    """An origin kind (and its source), coloured by kind."""
+    short = kind_label(kind)
+    label = short if not source else f"{short}:{source}"
+    return Text(label, style=ORIGIN_COLOURS.get(kind, ""))
+
+
+def run_title(run: Run) -> str:
+    """A one-line title for a run: agent, status, when and the session."""
+    session = f" · session {run.session_id}" if run.session_id else ""
+    return f"{run.agent} · {run.status} · {clock(run.started_at)}{session}"
+
+
+def stage_label(stage: Stage) -> str:
+    """A stage as ``kind name`` (the name only when it says more than the kind)."""
+    return stage.kind if stage.name in ("", stage.kind) else f"{stage.kind} {stage.name}"

@@ -1,0 +1,132 @@
+"""The explorer app: recordings, why, the persona sandbox and (attached to a host) its live sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+
+from agent.providers import Provider
+
+from ._source import RecordingSource
+from .sandbox import PersonaStore
+from .screens.help import HelpScreen
+from .screens.run import RunScreen
+from .screens.runs import RunsScreen
+from .screens.why import WhyScreen
+
+Start = Literal["runs", "sandbox", "host"]
+
+
+class ExplorerApp(App[None]):
+    """Browse recorded runs, ask why, chat with personas.
+
+    ``source`` is where runs are read from (:class:`StoreSource` or :class:`HostSource`).
+    ``personas`` enables the sandbox (a writable local store). ``host`` enables the host panel:
+    any object with ``sessions()`` and ``send(message, session_id=None, decision=None)``.
+    ``run_id``/``stage_id`` open that run (and select that stage) on start. ``poll_interval``
+    seconds between checks for new runs on a live source (None: never).
+    """
+
+    CSS_PATH = "explorer.tcss"
+    TITLE = "footprint explorer"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark", "help", "Keys", key_display="?"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+    ]
+
+    def __init__(
+        self,
+        source: RecordingSource,
+        *,
+        run_id: str | None = None,
+        stage_id: str | None = None,
+        start: Start = "runs",
+        personas: PersonaStore | None = None,
+        chat_provider: Callable[[], Provider] | None = None,
+        host: Any | None = None,
+        poll_interval: float | None = 2.0,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.personas = personas
+        self.chat_provider = chat_provider
+        self.host = host
+        self.poll_interval = poll_interval
+        self.start = start
+        self._open_at = (run_id, stage_id)
+        self.sub_title = source.label
+
+    def get_default_screen(self) -> Screen[Any]:
+        if self.start == "sandbox":
+            from .screens.sandbox import SandboxScreen
+
+            return SandboxScreen(base=True)
+        return RunsScreen()
+
+    def on_mount(self) -> None:
+        run_id, stage_id = self._open_at
+        if run_id is not None:
+            self.open_run(run_id, stage_id)
+        elif self.start == "host":
+            self.open_host()
+
+    # ------------------------------------------------------------------ navigation
+
+    def open_run(self, run_id: str, stage_id: str | None = None) -> None:
+        """Show a run (and select a stage of it)."""
+        self.push_screen(RunScreen(run_id, stage_id))
+
+    def open_why(self, run_id: str, item: str | None = None) -> None:
+        """Show why a run answered as it did (or where one of its items came from)."""
+        self.push_screen(WhyScreen(run_id, item))
+
+    def go_to_stage(self, run_id: str, stage_id: str) -> None:
+        """Select a stage: in the run screen already open for its run, else in a new one."""
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, RunScreen) and screen.run_id == run_id:
+                while self.screen is not screen:
+                    self.pop_screen()
+                screen.select_stage(stage_id)
+                return
+        self.push_screen(RunScreen(run_id, stage_id))
+
+    def open_sandbox(self) -> None:
+        """Show the persona sandbox."""
+        if self.personas is None:
+            self.notify("the sandbox needs a store opened for writing (footprint explore DB)", severity="warning")
+            return
+        from .screens.sandbox import SandboxScreen
+
+        self.push_screen(SandboxScreen())
+
+    def open_host(self) -> None:
+        """Show the host's live sessions."""
+        if self.host is None:
+            self.notify("not attached to a host (footprint explore --host URL, or footprint up)", severity="warning")
+            return
+        from .screens.host import HostScreen
+
+        self.push_screen(HostScreen())
+
+    # ------------------------------------------------------------------ help
+
+    def action_help(self) -> None:
+        """List the keys of the current screen."""
+        screen = self.screen
+        if isinstance(screen, HelpScreen):
+            return
+        keys: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        for key, active in screen.active_bindings.items():
+            binding = active.binding
+            if not binding.description or key in seen:
+                continue
+            seen.add(key)
+            keys.append((self.get_key_display(binding), binding.description))
+        title = type(screen).__name__.removesuffix("Screen").lower() or "screen"
+        self.push_screen(HelpScreen(title, keys))

@@ -1,0 +1,129 @@
+"""The evidence graph of `why` as a tree: items, the stages that produced them, and their inputs."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from tracer import Evidence, EvidenceNode, OriginKind
+
+from .._format import ORIGIN_COLOURS, STAGE_COLOURS, kind_label, one_line, short_id
+
+_EXPAND_DEPTH = 8  # deeper branches start collapsed so a long session stays readable
+
+
+def node_label(node: EvidenceNode, width: int = 48) -> Text:
+    """How a node of the evidence graph reads in the tree."""
+    if node.node == "stage":
+        label = Text()
+        label.append("◆ ", style=STAGE_COLOURS.get(node.stage_kind or "", ""))
+        label.append(node.stage_kind or "stage", style="bold " + STAGE_COLOURS.get(node.stage_kind or "", ""))
+        if node.stage_name and node.stage_name != node.stage_kind:
+            label.append(f" {node.stage_name}")
+        label.append(f"  {short_id(node.run_id)}", style="dim")
+        if node.seen:
+            label.append("  (walked above)", style="dim italic")
+        return label
+    origin = node.origin
+    colour = ORIGIN_COLOURS.get(origin.kind if origin else "", "")
+    label = Text()
+    label.append(f"{kind_label(node.item_kind or 'item')}: ", style=f"dim {colour}")
+    label.append(one_line(node.text or "(not stored)", width), style=colour)
+    if origin is not None and origin.kind != OriginKind.STAGE:
+        label.append(f"  ← {kind_label(origin.kind)}" + (f" {origin.source}" if origin.source else ""),
+                     style=f"bold {colour}")
+    return label
+
+
+def is_source(node: EvidenceNode) -> bool:
+    """True for an item that came from outside the run's stages (user, memory, prompt, file, hook)."""
+    return node.node == "item" and node.origin is not None and node.origin.kind not in (
+        OriginKind.STAGE, OriginKind.CONFIG)
+
+
+class EvidenceTree(Tree[EvidenceNode]):
+    """The evidence tree; ``n``/``N`` move between the items that came from outside the run."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("n", "next_source", "Next source"),
+        Binding("N", "previous_source", "Prev source", show=False),
+    ]
+
+    class NodeChosen(Message):
+        """Enter on a node: go to the stage it names."""
+
+        def __init__(self, node: EvidenceNode) -> None:
+            super().__init__()
+            self.node = node
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("evidence", id=id)
+        self.show_root = True
+        self.auto_expand = False
+
+    def show(self, evidence: Evidence) -> None:
+        """Fill the tree from ``evidence``."""
+        self.clear()
+        root = evidence.root
+        self.root.set_label(Text.assemble(("why: ", "bold"), node_label(root, 60)))
+        self.root.data = root
+
+        def add(parent: TreeNode[EvidenceNode], node: EvidenceNode, depth: int) -> None:
+            for child in node.children:
+                label = node_label(child)
+                if child.children:
+                    branch = parent.add(label, data=child, expand=depth < _EXPAND_DEPTH)
+                    add(branch, child, depth + 1)
+                else:
+                    parent.add_leaf(label, data=child)
+
+        add(self.root, root, 1)
+        self.root.expand()
+        self.cursor_line = 0
+
+    def _in_order(self) -> list[TreeNode[EvidenceNode]]:
+        """Every node, expanded or not, in the order the tree shows them."""
+        found: list[TreeNode[EvidenceNode]] = []
+
+        def visit(node: TreeNode[EvidenceNode]) -> None:
+            found.append(node)
+            for child in node.children:
+                visit(child)
+
+        visit(self.root)
+        return found
+
+    def _jump(self, step: int) -> None:
+        nodes = self._in_order()
+        here = nodes.index(self.cursor_node) if self.cursor_node in nodes else 0
+        if step > 0:
+            ahead = nodes[here + 1:] + nodes[:here + 1]
+        else:
+            ahead = list(reversed(nodes[:here])) + list(reversed(nodes[here:]))
+        target = next((n for n in ahead if n.data is not None and is_source(n.data)), None)
+        if target is None:
+            self.notify("every item here was produced by a stage of a run", timeout=3)
+            return
+        parent = target.parent
+        while parent is not None:
+            parent.expand()
+            parent = parent.parent
+        self.call_after_refresh(self.move_cursor, target)
+
+    def action_next_source(self) -> None:
+        """Move to the next item that came from outside the run's stages."""
+        self._jump(1)
+
+    def action_previous_source(self) -> None:
+        """Move to the previous item that came from outside the run's stages."""
+        self._jump(-1)
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected[EvidenceNode]) -> None:
+        event.stop()
+        if event.node.data is not None:
+            self.post_message(self.NodeChosen(event.node.data))

@@ -1,0 +1,193 @@
+"""The table of runs: pages in lazily from the source, newest first, filtered and searched.
+
+Only the first page is read when the table opens; the next page is read (in a worker thread) when
+the cursor or the scroll position comes near the end of what is loaded. So a store of any size
+opens as fast as one page can be read, and memory grows only with what the reader looks at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import work
+from textual.message import Message
+from textual.widgets import DataTable
+
+from tracer import Run, RunFilter
+
+from .._format import clock, cost, one_line, short_id, status_text, tokens
+from .._source import RecordingSource
+
+PAGE = 100
+_AHEAD = 25  # read the next page when the cursor is this close to the end of what is loaded
+
+_FIXED = (("time", 14), ("session", 12), ("agent", 10), ("status", 9), ("tokens", 6), ("cost", 8))
+
+
+@dataclass(frozen=True)
+class RunsPage:
+    """One page read from the source: the runs at ``offset`` and the total that match."""
+
+    generation: int
+    offset: int
+    runs: list[Run]
+    total: int
+
+
+class RunsTable(DataTable[str | Text]):
+    """Runs as rows (time, session, agent, status, answer, tokens, cost), keyed by run id."""
+
+    DEFAULT_CSS = """
+    RunsTable { height: 1fr; }
+    """
+
+    class PageLoaded(Message):
+        """A page of runs arrived from the worker (handled by the table itself)."""
+
+        def __init__(self, page: RunsPage) -> None:
+            super().__init__()
+            self.page = page
+
+    class Counted(Message):
+        """How many runs are loaded and how many match: for the screen's status line."""
+
+        def __init__(self, loaded: int, total: int, where: RunFilter) -> None:
+            super().__init__()
+            self.loaded = loaded
+            self.total = total
+            self.where = where
+
+    class RunChosen(Message):
+        """Enter on a run: open it."""
+
+        def __init__(self, run_id: str) -> None:
+            super().__init__()
+            self.run_id = run_id
+
+    class LoadFailed(Message):
+        """Reading from the source failed; ``error`` says why."""
+
+        def __init__(self, error: str) -> None:
+            super().__init__()
+            self.error = error
+
+    def __init__(self, source: RecordingSource, *, id: str | None = None) -> None:
+        super().__init__(cursor_type="row", id=id)
+        self.source = source
+        self.where = RunFilter()
+        self.total = 0
+        self.runs: dict[str, Run] = {}
+        self._generation = 0
+        self._loading = False
+        self._keep: str | None = None
+
+    def on_mount(self) -> None:
+        width = self.size.width or self.app.size.width
+        answer = max(12, width - sum(w for _, w in _FIXED) - 2 * (len(_FIXED) + 1) - 2)
+        for label, w in _FIXED[:4]:
+            self.add_column(label, width=w, key=label)
+        self.add_column("answer", width=answer, key="answer")
+        for label, w in _FIXED[4:]:
+            self.add_column(label, width=w, key=label)
+        self.reload()
+
+    # ------------------------------------------------------------------ loading
+
+    def reload(self, where: RunFilter | None = None, *, keep_cursor: bool = True) -> None:
+        """Read the first page again (with a new filter, when given), keeping the cursor's run."""
+        if where is not None:
+            self.where = where
+        self._keep = self.current_run_id if keep_cursor else None
+        self._generation += 1
+        self._loading = True
+        self._read_page(self._generation, self.where, 0, max(PAGE, len(self.runs) if keep_cursor else PAGE))
+
+    @work(thread=True, group="runs-page", exit_on_error=False)
+    def _read_page(self, generation: int, where: RunFilter, offset: int, limit: int) -> None:
+        try:
+            runs = self.source.list_runs(where, limit=limit, offset=offset)
+            total = self.source.count_runs(where) if offset == 0 else -1
+        except Exception as exc:  # the source is another process or a file: tell the reader, keep going
+            self.post_message(self.LoadFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(self.PageLoaded(RunsPage(generation, offset, runs, total)))
+
+    def on_runs_table_page_loaded(self, message: PageLoaded) -> None:
+        message.stop()
+        page = message.page
+        if page.generation != self._generation:
+            return  # a newer filter or refresh has been asked for since
+        self._loading = False
+        if page.offset == 0:
+            self.clear()
+            self.runs.clear()
+            self.total = page.total
+        for run in page.runs:
+            if run.id not in self.runs:
+                self.runs[run.id] = run
+                self.add_row(*self._cells(run), key=run.id)
+        if page.offset == 0 and self._keep in self.runs:
+            self.move_cursor(row=self.get_row_index(self._keep), animate=False)
+        self._keep = None
+        self.post_message(self.Counted(len(self.runs), self.total, self.where))
+
+    def on_runs_table_load_failed(self, message: LoadFailed) -> None:
+        self._loading = False
+
+    @work(thread=True, group="runs-poll", exclusive=True, exit_on_error=False)
+    def check_for_new(self) -> None:
+        """Reload when the newest runs differ from what is shown (a new run, or one that ended)."""
+        if self._loading:
+            return
+        shown = [(r.id, r.status, r.output) for r in list(self.runs.values())[:PAGE]]
+        try:
+            fresh = self.source.list_runs(self.where, limit=max(1, len(shown)), offset=0)
+        except Exception:  # a host that went away: the next poll tries again
+            return
+        if [(r.id, r.status, r.output) for r in fresh] != shown[: len(fresh)] or len(fresh) > len(shown):
+            self.app.call_from_thread(self.reload)
+
+    def _cells(self, run: Run) -> tuple[str | Text, ...]:
+        answer_width = self.columns["answer"].width if "answer" in self.columns else 30  # type: ignore[index]
+        preview = run.output if run.output is not None else (run.error or run.input)
+        style = "" if run.output is not None else "dim"
+        return (
+            clock(run.started_at), short_id(run.session_id), one_line(run.agent, 10), status_text(run.status),
+            Text(one_line(preview, answer_width), style=style), tokens(run.tokens_in + run.tokens_out), cost(run.cost),
+        )
+
+    def _maybe_more(self) -> None:
+        if self._loading or len(self.runs) >= self.total:
+            return
+        self._loading = True
+        self._read_page(self._generation, self.where, len(self.runs), PAGE)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.cursor_row >= self.row_count - _AHEAD:
+            self._maybe_more()
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if new >= self.max_scroll_y - _AHEAD:
+            self._maybe_more()
+
+    # ------------------------------------------------------------------ choosing
+
+    @property
+    def current_run_id(self) -> str | None:
+        """The run under the cursor."""
+        if self.row_count == 0:
+            return None
+        row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
+        return str(row_key.value)
+
+    @property
+    def current_run(self) -> Run | None:
+        """The run record under the cursor."""
+        run_id = self.current_run_id
+        return self.runs.get(run_id) if run_id else None
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.post_message(self.RunChosen(str(event.row_key.value)))

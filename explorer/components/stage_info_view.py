@@ -1,0 +1,66 @@
+"""Any stage that is not an inference or a tool call: what went in, what came out, its attributes."""
+
+from __future__ import annotations
+
+import json
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from tracer import RunData, Stage, StageKind
+
+from .._format import ORIGIN_COLOURS, clock, duration, one_line
+
+
+class StageInfoView(VerticalScroll):
+    """The details of a stage: timing, attributes, inputs with origins, outputs."""
+
+    DEFAULT_CSS = """
+    StageInfoView { height: 1fr; }
+    StageInfoView > Static { height: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="stage-info-body")
+
+    def show(self, data: RunData, stage: Stage) -> None:
+        """Show ``stage`` of ``data``."""
+        text = Text()
+        text.append(f"{stage.kind}", style="bold")
+        if stage.name and stage.name != stage.kind:
+            text.append(f" {stage.name}")
+        text.append(f"  {stage.status}", style="green" if stage.status == "ok" else "red")
+        took = duration(stage.started_at, stage.ended_at)
+        text.append(f"\nstarted {clock(stage.started_at)}" + (f"  took {took}" if took else ""), style="dim")
+        if stage.error:
+            text.append(f"\nerror: {stage.error}", style="red")
+        outputs = [data.items[h] for h in data.outputs.get(stage.id, []) if h in data.items]
+        if stage.kind == StageKind.ANSWER and outputs:
+            text.append("\n\nAnswer\n", style="bold")
+            text.append(outputs[-1].text)
+            text.append("\n\nw: why this answer", style="dim")
+        elif outputs:
+            text.append("\n\nOutput\n", style="bold")
+            for item in outputs:
+                text.append(f"{item.kind}: ", style="dim")
+                text.append(item.text + "\n")
+        entries = data.snapshot(stage.id, include_dropped=True)
+        if entries and stage.kind != StageKind.ANSWER:
+            text.append("\nInput\n", style="bold")
+            for entry in entries:
+                item = data.items.get(entry.item_hash)
+                colour = ORIGIN_COLOURS.get(entry.origin.kind, "")
+                mark = "" if entry.included else f" (not in context: {entry.dropped_by})"
+                text.append(f"{item.kind if item else '?'} ", style="dim")
+                text.append(one_line(item.text if item else "", 60), style=colour if entry.included else "dim strike")
+                text.append(f"  ← {entry.origin.describe()}{mark}\n", style="dim")
+        if stage.attributes:
+            text.append("\nAttributes\n", style="bold")
+            for key, value in sorted(stage.attributes.items()):
+                shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                text.append(f"{key}: ", style="dim")
+                text.append(one_line(shown, 200) + "\n")
+        self.query_one("#stage-info-body", Static).update(text)
+        self.scroll_home(animate=False)

@@ -1,0 +1,74 @@
+"""A tool call: its arguments, its result and how long it took."""
+
+from __future__ import annotations
+
+import json
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from tracer import ItemKind, RunData, Stage
+
+from .._format import clock, duration
+
+
+def _pretty(value: object) -> str:
+    """JSON text pretty-printed when it parses, as it is otherwise."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+class ToolCallView(VerticalScroll):
+    """The details of a tool stage."""
+
+    DEFAULT_CSS = """
+    ToolCallView { height: 1fr; }
+    ToolCallView > Static { height: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="tool-call-body")
+
+    def show(self, data: RunData, stage: Stage) -> None:
+        """Show ``stage`` (a tool call) of ``data``."""
+        attrs = stage.attributes
+        call = next(
+            (data.items[e.item_hash] for e in data.snapshot(stage.id)
+             if e.item_hash in data.items and data.items[e.item_hash].kind == ItemKind.TOOL_CALL),
+            None,
+        )
+        result = next(
+            (data.items[h] for h in data.outputs.get(stage.id, []) if h in data.items), None
+        )
+        is_error = bool(attrs.get("is_error")) or stage.status == "error"
+        text = Text()
+        text.append(stage.name, style="bold cyan")
+        text.append(f"  {stage.status}", style="red" if is_error else "green")
+        if "call_id" in attrs:
+            text.append(f"  call {attrs['call_id']}", style="dim")
+        text.append("\n")
+        took = f"{attrs['duration_ms']:.1f}ms" if isinstance(attrs.get("duration_ms"), int | float) else duration(
+            stage.started_at, stage.ended_at)
+        text.append(f"started {clock(stage.started_at)}  took {took or '-'}", style="dim")
+        if attrs.get("served_from"):
+            text.append(f"  (result served from the {attrs['served_from']})", style="dim")
+        if attrs.get("paused"):
+            text.append(f"\npaused: {attrs.get('question', '')}", style="yellow")
+        text.append("\n\nArguments\n", style="bold")
+        arguments = call.body.get("arguments") if call is not None else attrs.get("arguments", "")
+        text.append(_pretty(arguments or "{}"))
+        text.append("\n\nResult\n", style="bold")
+        if result is None:
+            text.append("(no result recorded)", style="dim")
+        else:
+            text.append(_pretty(result.body.get("content", result.text)), style="red" if is_error else "")
+        if stage.error:
+            text.append(f"\n\nError: {stage.error}", style="red")
+        self.query_one("#tool-call-body", Static).update(text)
+        self.scroll_home(animate=False)

@@ -1,0 +1,41 @@
+"""`?`: the keys of the screen underneath, with what each does."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+
+class HelpScreen(ModalScreen[None]):
+    """A table of (key, what it does), closed by escape, ``q`` or ``?``."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def __init__(self, title: str, keys: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.help_title = title
+        self.keys = keys
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-box"):
+            yield Static(f"Keys: {self.help_title}", id="help-title")
+            table: DataTable[str] = DataTable(cursor_type="row", show_header=False, id="help-table")
+            yield table
+            yield Static("escape closes", id="help-hint")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_column("key", width=12)
+        table.add_column("action", width=40)
+        for key, description in self.keys:
+            table.add_row(key, description)
+        table.focus()
+
+    async def action_dismiss(self, result: None = None) -> None:
+        """Close the help."""
+        self.dismiss(None)

@@ -1,0 +1,192 @@
+"""One run: its flowchart above, the selected stage's details below."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from tracer import RunData, Stage
+
+from .._format import ORIGIN_COLOURS, STATUS_COLOURS, clock, cost, one_line, tokens
+from ..components.flowchart import Flowchart
+from ..components.snapshot_view import SnapshotView
+from ..components.stage_detail import StageDetail
+from .item import ItemScreen
+
+
+class RunScreen(Screen[None]):
+    """A run's flowchart and the details of the selected stage."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("w", "why", "Why answer"),
+        Binding("d", "diff", "Diff", show=False),
+        Binding("left_square_bracket", "sibling(-1)", "Prev run"),
+        Binding("right_square_bracket", "sibling(1)", "Next run"),
+        Binding("tab", "app.focus_next", "Chart/details", show=False),
+    ]
+
+    class Loaded(Message):
+        """The run was read from the source (posted by the loading worker)."""
+
+        def __init__(self, data: RunData, session: list[str]) -> None:
+            super().__init__()
+            self.data = data
+            self.session = session
+
+    class LoadFailed(Message):
+        """The run could not be read."""
+
+        def __init__(self, error: str) -> None:
+            super().__init__()
+            self.error = error
+
+    def __init__(self, run_id: str, stage_id: str | None = None) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.stage_id = stage_id
+        self.data: RunData | None = None
+        self.session: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(f"reading run {self.run_id}…", id="run-title")
+        yield Flowchart(id="flowchart")
+        yield StageDetail(id="stage-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.load()
+
+    @work(thread=True, exclusive=True, group="run-load", exit_on_error=False)
+    def load(self) -> None:
+        """Read the run (and its session's run ids) in a worker thread."""
+        source = self.app.source  # type: ignore[attr-defined]
+        try:
+            data = source.load_run(self.run_id)
+            session = [r.id for r in source.session_runs(data.run.session_id)] if data.run.session_id else []
+        except Exception as exc:  # shown to the reader; the screen closes
+            self.post_message(self.LoadFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(self.Loaded(data, session))
+
+    def on_run_screen_loaded(self, message: Loaded) -> None:
+        self.data = message.data
+        self.session = message.session
+        self.query_one("#run-title", Static).update(self._title(message.data))
+        chart = self.query_one(Flowchart)
+        chart.show(message.data, self.stage_id)
+        chart.focus()
+
+    def on_run_screen_load_failed(self, message: LoadFailed) -> None:
+        self.notify(message.error, severity="error", timeout=6)
+        self.app.pop_screen()
+
+    def _title(self, data: RunData) -> Text:
+        run = data.run
+        text = Text()
+        text.append(f"{run.agent} ", style="bold")
+        text.append(run.status, style=STATUS_COLOURS.get(run.status, ""))
+        text.append(f" · {clock(run.started_at)} · {tokens(run.tokens_in + run.tokens_out)} tok · {cost(run.cost)}")
+        if run.session_id:
+            position = self.session.index(run.id) + 1 if run.id in self.session else 0
+            text.append(f" · session {run.session_id}", style="dim")
+            if position:
+                text.append(f" ({position}/{len(self.session)})", style="dim")
+        text.append("\n")
+        text.append("Q ", style="bold " + ORIGIN_COLOURS["user"])
+        text.append(one_line(run.input, 34))
+        answer = run.output if run.output is not None else (run.error or "")
+        text.append("  A ", style="bold " + ORIGIN_COLOURS["stage"])
+        text.append(one_line(answer, 34))
+        return text
+
+    # ------------------------------------------------------------------ selection
+
+    def select_stage(self, stage_id: str) -> None:
+        """Select ``stage_id`` in the flowchart (when the run is loaded; else once it is)."""
+        self.stage_id = stage_id
+        chart = self.query_one(Flowchart)
+        if self.data is not None and chart.select(stage_id):
+            chart.focus()
+
+    @property
+    def selected_stage(self) -> Stage | None:
+        """The stage selected in the flowchart."""
+        return self.query_one(Flowchart).selected_stage
+
+    def on_flowchart_stage_selected(self, message: Flowchart.StageSelected) -> None:
+        if self.data is not None:
+            self.stage_id = message.stage.id
+            self.query_one(StageDetail).show(self.data, message.stage)
+
+    def on_flowchart_stage_opened(self, message: Flowchart.StageOpened) -> None:
+        detail = self.query_one(StageDetail)
+        if detail.current == "snapshot":
+            detail.query_one(SnapshotView).table.focus()
+        elif detail.current:
+            detail.query_one(f"#{detail.current}").focus()
+
+    def on_snapshot_view_item_chosen(self, message: SnapshotView.ItemChosen) -> None:
+        if self.data is None:
+            return
+        item = self.data.items.get(message.item_hash)
+        origin = message.origin
+
+        def after(choice: str | None) -> None:
+            if choice == "why":
+                self.app.open_why(message.run_id, message.item_hash)  # type: ignore[attr-defined]
+            elif choice == "origin":
+                if origin is not None and origin.run_id and origin.stage_id:
+                    self.app.go_to_stage(origin.run_id, origin.stage_id)  # type: ignore[attr-defined]
+                else:
+                    self.notify("this item came from outside any recorded stage", timeout=3)
+
+        self.app.push_screen(ItemScreen(item, message.item_hash, origin), after)
+
+    def on_snapshot_view_why_requested(self, message: SnapshotView.WhyRequested) -> None:
+        self.app.open_why(message.run_id, message.item_hash)  # type: ignore[attr-defined]
+
+    def on_data_table_row_highlighted(self, message: DataTable.RowHighlighted) -> None:
+        message.stop()
+
+    # ------------------------------------------------------------------ actions
+
+    def action_back(self) -> None:
+        """Back to the previous screen."""
+        self.app.pop_screen()
+
+    def action_why(self) -> None:
+        """Explain the run's answer."""
+        if self.data is None:
+            return
+        if self.data.answer_hash() is None:
+            self.notify(f"run {self.run_id} has no answer to explain ({self.data.run.status})", timeout=3)
+            return
+        self.app.open_why(self.run_id)  # type: ignore[attr-defined]
+
+    def action_diff(self) -> None:
+        """Switch the selected inference between its snapshot and its diff to the previous inference."""
+        detail = self.query_one(StageDetail)
+        if detail.current != "snapshot":
+            self.notify("select an inference to diff its snapshot", timeout=3)
+            return
+        detail.query_one(SnapshotView).action_toggle_diff()
+
+    def action_sibling(self, step: int) -> None:
+        """Open the previous or next run of the same session in place of this one."""
+        if self.run_id not in self.session:
+            self.notify("this run has no session", timeout=3)
+            return
+        index = self.session.index(self.run_id) + step
+        if not 0 <= index < len(self.session):
+            self.notify("no run before this one" if step < 0 else "this is the session's latest run", timeout=3)
+            return
+        self.app.switch_screen(RunScreen(self.session[index]))

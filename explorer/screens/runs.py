@@ -1,0 +1,187 @@
+"""The first screen: every recorded run, newest first, with search and filters."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Header, Input, Static
+
+from tracer import RunFilter
+
+from ..components.runs_table import RunsTable
+
+STATUSES = (None, "answered", "failed", "awaiting", "cancelled", "running")
+
+
+class RunsScreen(Screen[None]):
+    """The runs table, a search box and the filters in force."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "Open", show=False),
+        Binding("slash", "search", "Search"),
+        Binding("s", "status", "Status"),
+        Binding("f", "session", "Session"),
+        Binding("c", "clear", "Clear filters", show=False),
+        Binding("w", "why", "Why"),
+        Binding("r", "refresh", "Refresh", show=False),
+        Binding("p", "sandbox", "Personas"),
+        Binding("o", "host", "Host", show=False),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._search_timer: Timer | None = None
+        self.where = RunFilter()
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="runs-bar"):
+            yield Input(placeholder="/ search input, answer or id", id="runs-search")
+            yield Static("", id="runs-filters")
+        yield RunsTable(self.app.source, id="runs-table")  # type: ignore[attr-defined]
+        yield Static("reading runs…", id="runs-status")
+        yield Footer()
+
+    @property
+    def table(self) -> RunsTable:
+        """The runs table."""
+        return self.query_one(RunsTable)
+
+    def on_mount(self) -> None:
+        self.table.focus()
+        self._show_filters()
+        interval = getattr(self.app, "poll_interval", None)
+        if interval and self.app.source.live:  # type: ignore[attr-defined]
+            self.set_interval(interval, self._poll)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "sandbox":
+            return getattr(self.app, "personas", None) is not None
+        if action == "host":
+            return getattr(self.app, "host", None) is not None
+        return True
+
+    # ------------------------------------------------------------------ filters
+
+    def _apply(self, **changes: object) -> None:
+        fields = {"session_id": self.where.session_id, "agent": self.where.agent, "status": self.where.status,
+                  "search": self.where.search, "label": self.where.label}
+        fields.update(changes)  # type: ignore[arg-type]
+        self.where = RunFilter(**fields)  # type: ignore[arg-type]
+        self._show_filters()
+        self.table.reload(self.where, keep_cursor=False)
+
+    def _show_filters(self) -> None:
+        parts = []
+        if self.where.status:
+            parts.append(f"status={self.where.status}")
+        if self.where.session_id:
+            parts.append(f"session={self.where.session_id}")
+        if self.where.agent:
+            parts.append(f"agent={self.where.agent}")
+        self.query_one("#runs-filters", Static).update(" ".join(parts) or "all runs")
+
+    def action_search(self) -> None:
+        """Focus the search box."""
+        self.query_one("#runs-search", Input).focus()
+
+    @on(Input.Changed, "#runs-search")
+    def _typed(self, event: Input.Changed) -> None:
+        if self._search_timer is not None:
+            self._search_timer.stop()
+        value = event.value.strip() or None
+        self._search_timer = self.set_timer(0.3, lambda: self._apply(search=value))
+
+    @on(Input.Submitted, "#runs-search")
+    def _submitted(self, event: Input.Submitted) -> None:
+        if self._search_timer is not None:
+            self._search_timer.stop()
+        self._apply(search=event.value.strip() or None)
+        self.table.focus()
+
+    def key_escape(self) -> None:
+        search = self.query_one("#runs-search", Input)
+        if search.has_focus:
+            if search.value:
+                search.value = ""
+            self.table.focus()
+
+    def action_status(self) -> None:
+        """Show only runs of the next status (all, answered, failed, awaiting, ...)."""
+        index = STATUSES.index(self.where.status) if self.where.status in STATUSES else 0
+        self._apply(status=STATUSES[(index + 1) % len(STATUSES)])
+
+    def action_session(self) -> None:
+        """Show only the runs of the session under the cursor (again: all sessions)."""
+        if self.where.session_id is not None:
+            self._apply(session_id=None)
+            return
+        run = self.table.current_run
+        if run is None or not run.session_id:
+            self.notify("this run has no session", timeout=3)
+            return
+        self._apply(session_id=run.session_id)
+
+    def action_clear(self) -> None:
+        """Drop every filter and the search."""
+        self.query_one("#runs-search", Input).value = ""
+        self.where = RunFilter()
+        self._show_filters()
+        self.table.reload(self.where, keep_cursor=False)
+
+    def action_refresh(self) -> None:
+        """Read the runs again."""
+        self.table.reload()
+
+    def _poll(self) -> None:
+        self.table.check_for_new()
+
+    # ------------------------------------------------------------------ moving on
+
+    def action_open(self) -> None:
+        """Open the run under the cursor."""
+        run_id = self.table.current_run_id
+        if run_id:
+            self.app.open_run(run_id)  # type: ignore[attr-defined]
+
+    def on_runs_table_run_chosen(self, message: RunsTable.RunChosen) -> None:
+        self.app.open_run(message.run_id)  # type: ignore[attr-defined]
+
+    def action_why(self) -> None:
+        """Explain the answer of the run under the cursor."""
+        run = self.table.current_run
+        if run is None:
+            return
+        if run.output is None:
+            self.notify(f"run {run.id} has no answer to explain ({run.status})", timeout=3)
+            return
+        self.app.open_why(run.id)  # type: ignore[attr-defined]
+
+    def action_sandbox(self) -> None:
+        """Open the persona sandbox."""
+        self.app.open_sandbox()  # type: ignore[attr-defined]
+
+    def action_host(self) -> None:
+        """Open the host's live sessions."""
+        self.app.open_host()  # type: ignore[attr-defined]
+
+    def on_runs_table_counted(self, message: RunsTable.Counted) -> None:
+        where = message.where
+        what = "runs" if where == RunFilter() else "matching runs"
+        if message.total == 0:
+            text = "no runs yet: record some (footprint demo), or chat in the sandbox (p)" if where == RunFilter() \
+                else "no run matches; c clears the filters"
+        else:
+            text = f"{message.loaded:,} of {message.total:,} {what} loaded · enter opens · ? keys"
+        self.query_one("#runs-status", Static).update(text)
+
+    def on_runs_table_load_failed(self, message: RunsTable.LoadFailed) -> None:
+        self.query_one("#runs-status", Static).update(f"could not read runs: {message.error}")
+        self.notify(message.error, severity="error", timeout=6)

@@ -1,0 +1,153 @@
+"""Why: the evidence graph behind an answer (or any item), and what was left out of context."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.lazy import Lazy
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static, Tree
+
+from tracer import Evidence, EvidenceNode
+
+from .._format import ORIGIN_COLOURS, one_line
+from ..components.evidence_tree import EvidenceTree
+from ..components.not_in_context import NotInContextTable
+
+
+class WhyScreen(Screen[None]):
+    """The evidence tree; enter (or ``g``) on a node goes to the stage it names."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("g", "go", "Go to origin"),
+        Binding("e", "expand", "Expand all", show=False),
+    ]
+
+    class Walked(Message):
+        """The evidence arrived from the worker."""
+
+        def __init__(self, evidence: Evidence) -> None:
+            super().__init__()
+            self.evidence = evidence
+
+    class WalkFailed(Message):
+        """`why` failed (no answer, no such item, the source went away)."""
+
+        def __init__(self, error: str) -> None:
+            super().__init__()
+            self.error = error
+
+    def __init__(self, run_id: str, item: str | None = None) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.item = item
+        self.evidence: Evidence | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(f"walking back from {'item ' + self.item[:12] if self.item else 'the answer'} "
+                     f"of run {self.run_id}…", id="why-title")
+        yield EvidenceTree(id="evidence")
+        yield Static("", id="why-detail")
+        yield Static("Not in context", id="nic-title")
+        yield Lazy(NotInContextTable(id="not-in-context"))
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.walk()
+
+    @work(thread=True, exclusive=True, group="why", exit_on_error=False)
+    def walk(self) -> None:
+        """Run `why` in a worker thread."""
+        try:
+            evidence = self.app.source.why(self.run_id, self.item)  # type: ignore[attr-defined]
+        except Exception as exc:  # shown to the reader; the screen closes
+            self.post_message(self.WalkFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(self.Walked(evidence))
+
+    def on_why_screen_walked(self, message: Walked) -> None:
+        evidence = message.evidence
+        self.evidence = evidence
+        items = evidence.items()
+        outside = sum(1 for n in items if n.origin is not None and n.origin.kind not in ("stage", "config"))
+        self.query_one("#why-title", Static).update(
+            f"why: {len(items)} items across {len(evidence.runs)} run(s), {outside} from outside the runs · "
+            f"n: next source · g: go to origin"
+        )
+        tree = self.query_one(EvidenceTree)
+        tree.show(evidence)
+        tree.focus()
+        self._describe(evidence.root)
+        self.query_one("#nic-title", Static).update(f"Not in context ({len(evidence.not_in_context)})")
+        self._fill_dropped()
+
+    def _fill_dropped(self) -> None:
+        tables = self.query(NotInContextTable)
+        if not tables:  # still behind its Lazy: try again once it is mounted
+            self.call_after_refresh(self._fill_dropped)
+            return
+        if self.evidence is not None:
+            tables.first().show(self.evidence.not_in_context)
+
+    def on_why_screen_walk_failed(self, message: WalkFailed) -> None:
+        self.notify(message.error, severity="error", timeout=6)
+        self.app.pop_screen()
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[EvidenceNode]) -> None:
+        self._describe(event.node.data)
+
+    def _describe(self, node: EvidenceNode | None) -> None:
+        detail = self.query_one("#why-detail", Static)
+        if node is None:
+            detail.update("")
+            return
+        text = Text()
+        if node.node == "item":
+            colour = ORIGIN_COLOURS.get(node.origin.kind if node.origin else "", "")
+            text.append(one_line(node.text, 150), style=colour)
+            if node.origin is not None:
+                text.append(f"\n← {node.origin.describe()}", style="dim")
+                if node.origin.run_id and node.origin.run_id != self.run_id:
+                    text.append(f" in run {node.origin.run_id}", style="dim")
+        else:
+            text.append(f"{node.stage_kind} {node.stage_name or ''} of run {node.run_id}", style="dim")
+        detail.update(text)
+
+    def on_evidence_tree_node_chosen(self, message: EvidenceTree.NodeChosen) -> None:
+        self._go(message.node)
+
+    def on_not_in_context_table_dropped_chosen(self, message: NotInContextTable.DroppedChosen) -> None:
+        item = message.item
+        self.app.go_to_stage(item.run_id, item.stage_id)  # type: ignore[attr-defined]
+
+    def _go(self, node: EvidenceNode) -> None:
+        if node.node == "stage" and node.run_id and node.stage_id:
+            self.app.go_to_stage(node.run_id, node.stage_id)  # type: ignore[attr-defined]
+            return
+        origin = node.origin
+        if origin is not None and origin.run_id and origin.stage_id:
+            self.app.go_to_stage(origin.run_id, origin.stage_id)  # type: ignore[attr-defined]
+        else:
+            where = origin.describe() if origin is not None else "nowhere recorded"
+            self.notify(f"this item came from {where}, not from a recorded stage", timeout=4)
+
+    def action_go(self) -> None:
+        """Go to the stage the highlighted node names (in another run of the session if need be)."""
+        node = self.query_one(EvidenceTree).cursor_node
+        if node is not None and node.data is not None:
+            self._go(node.data)
+
+    def action_expand(self) -> None:
+        """Expand every branch."""
+        self.query_one(EvidenceTree).root.expand_all()
+
+    def action_back(self) -> None:
+        """Back to the previous screen."""
+        self.app.pop_screen()
