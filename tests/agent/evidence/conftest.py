@@ -54,7 +54,7 @@ def weather_model(request: ModelRequest) -> ModelResponse | str:
         return "Noted."
     if not results:
         cities = [city_of(request), *re.findall(r"also (\w+)", user)]
-        return calls(*((("weather", {"city": c}, f"call_{c}") for c in cities)))
+        return calls(*(("weather", {"city": c}, f"call_{c}") for c in cities))
     return " ".join(f"{json.loads(r['content'])['city']}: {json.loads(r['content'])['sky']}." for r in results
                     if not r["is_error"]) or f"error: {results[0]['content']}"
 
@@ -101,3 +101,9 @@ def make_agent(store: Store, counter: Counter) -> MakeAgent:
         )
 
     return make
+
+
+@pytest.fixture
+def live() -> Callable[[], FunctionModel]:
+    """live(): a fresh live provider for counterfactuals of the weather agent's runs."""
+    return lambda: FunctionModel(weather_model)
