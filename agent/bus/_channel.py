@@ -196,7 +196,7 @@ class ChannelAgent:
     async def _run(
         self, previous: asyncio.Task[None] | None, event: InboundEvent, handler: Callable[[], Awaitable[None]]
     ) -> None:
-        if previous is not None:
+        if previous is not None and not previous.done():
             await asyncio.wait([previous])  # the conversation's earlier turn first; its failure is not ours
         try:
             await handler()
