@@ -264,7 +264,8 @@ def _diff(only_a: list[SnapshotEntry], only_b: list[SnapshotEntry], items: dict[
 
 
 def _output_entries(data: RunData, stage: Stage) -> list[SnapshotEntry]:
-    origin = Origin(OriginKind.STAGE, data.run.id, stage.id)
+    # one origin for both runs' outputs, so an output that changed pairs with its counterpart ("edited")
+    origin = Origin(OriginKind.STAGE)
     return [SnapshotEntry(i, h, origin) for i, h in enumerate(data.outputs.get(stage.id, []))]
 
 
