@@ -184,7 +184,8 @@ class WebChatAgent(ChannelAgent):
         agent = self._agent_for_turn(message, route)
         agent.memory.add(chat, *turn.history)
         result = await agent.run(turn.input)
-        outputs = agent.memory.require(chat).messages[len(turn.history) + 1:]
+        # what this run added: its items name it as their origin (the history names earlier runs)
+        outputs = [ci for ci in agent.memory.require(chat).messages if ci.origin.run_id == result.run_id]
         self.remembered.remember(chat, seq, outputs)
         if result.status in ("answered", "awaiting"):
             state = self._state(chat)
