@@ -199,9 +199,9 @@ def raw_insert(source_path: str, target_path: str, stages_per_batch: float) -> t
 def storage(path: str) -> dict[str, float]:
     """Bytes on disk vs bytes of unique content, and what a full copy per snapshot would take."""
     store = Store.open(path, read_only=True)
-    unique = store.query("SELECT sum(octet_length(text) + coalesce(octet_length(body), 0)) FROM fp_item")[0][0]
+    unique = store.query("SELECT sum(strlen(text) + coalesce(strlen(body), 0)) FROM fp_item")[0][0]
     full = store.query(
-        "SELECT sum(octet_length(i.text) + coalesce(octet_length(i.body), 0)) "
+        "SELECT sum(strlen(i.text) + coalesce(strlen(i.body), 0)) "
         "FROM fp_entry e JOIN fp_item i ON i.hash = e.item_hash"
     )[0][0]
     store.close()

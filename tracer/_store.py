@@ -224,6 +224,58 @@ class Store:
         finally:
             cur.close()
 
+    def read_query(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run one read-only statement (SELECT, or EXPLAIN of one): its column names and rows.
+
+        Anything else (writes, ATTACH, COPY, several statements) is refused with a
+        :class:`StoreError`, as is SQL that DuckDB cannot run, its message included.
+        """
+        try:
+            statements = duckdb.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise StoreError(f"not valid SQL: {exc}") from exc
+        if len(statements) != 1:
+            raise StoreError(f"give exactly one statement (got {len(statements)})")
+        kind = statements[0].type
+        if kind not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
+            raise StoreError(f"only read-only queries (SELECT) may run here, not {kind.name}")
+        cur = self.cursor()
+        try:
+            cur.execute(sql, list(params))
+            columns = [d[0] for d in cur.description or []]
+            return columns, cur.fetchall()
+        except duckdb.Error as exc:
+            raise StoreError(f"the query failed on {self.path}: {exc}") from exc
+        finally:
+            cur.close()
+
+    def resolve_stage(self, ref: str) -> tuple[str, str]:
+        """The full id and the run of the stage ``ref`` names (an id or a unique id prefix)."""
+        return self._stage_runs([ref])[ref]
+
+    def _stage_runs(self, stage_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+        found: dict[str, tuple[str, str]] = {}
+        for ref in stage_ids:
+            rows = self.query("SELECT id, run_id FROM fp_stage WHERE starts_with(id, ?) LIMIT 2", [ref])
+            if not rows:
+                raise NotFoundError(f"no stage matches {ref!r} in {self.path}")
+            exact = [r for r in rows if r[0] == ref]
+            if len(rows) > 1 and not exact:
+                raise NotFoundError(f"{ref!r} matches several stages in {self.path}; give more of the id")
+            stage_id, run_id = (exact or rows)[0]
+            found[ref] = (str(stage_id), str(run_id))
+        return found
+
+    def stage_counts(self, run_ids: Iterable[str]) -> dict[str, int]:
+        """How many stages each run has."""
+        wanted = list(run_ids)
+        if not wanted:
+            return {}
+        rows = self.query(
+            "SELECT run_id, count(*) FROM fp_stage WHERE run_id IN (SELECT unnest(?)) GROUP BY run_id", [wanted]
+        )
+        return {str(r[0]): int(r[1]) for r in rows}
+
     def resolve_run_id(self, ref: str) -> str:
         """The full id of the run ``ref`` names: an id, a unique id prefix, or ``last``."""
         if ref in ("last", "latest"):

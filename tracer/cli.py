@@ -1,28 +1,187 @@
-"""The recording commands of the `footprint` CLI: runs, show, why, diff.
+"""The recording commands of the `footprint` CLI: runs, show, why, diff, sql.
 
-Each package contributes its commands through a ``register(group)`` function; the console script
-(:mod:`explorer.cli`) assembles them.
+    footprint runs --session maya-1 --limit 10
+    footprint show last
+    footprint why last --depth 4
+    footprint diff r-0193a1 r-0193b7
+    footprint diff --stages s-0193a1b2 s-0193a1c4
+    footprint sql "SELECT kind, count(*) FROM stages GROUP BY kind"
+
+Every command reads the store read-only (``--db``, default ``footprint.duckdb``), so it works next
+to a process recording into another file, and fails with a clear message, never a traceback, on a
+missing file, a file that is not a store, or an unknown run. Each package contributes its commands
+through a ``register(group)`` function; the console script (:mod:`explorer.cli`) assembles them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import click
 
-from ._store import DEFAULT_PATH
+from ._diff import diff_runs, diff_snapshots
+from ._render import one_line, run_diff_lines, runs_table, show_run, snapshot_diff_lines, table, why_tree
+from ._serialize import run_to_dict, rundata_to_dict
+from ._store import DEFAULT_PATH, RunFilter, Store
+from ._why import why as why_walk
+from .errors import NotFoundError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 db_option = click.option(
     "--db", "db", default=DEFAULT_PATH, envvar="FOOTPRINT_DB", show_default=True,
     help="The footprint store (a DuckDB file).",
 )
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+
+@contextmanager
+def reading(db: str) -> Iterator[Store]:
+    """The store at ``db`` opened read-only, closed afterwards."""
+    store = Store.open(db, read_only=True)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _echo_lines(lines: list[str]) -> None:
+    click.echo("\n".join(lines))
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+@click.command("runs")
+@db_option
+@click.option("--session", help="Only runs of this session.")
+@click.option("--agent", help="Only runs of this agent.")
+@click.option("--status", type=click.Choice(["running", "answered", "awaiting", "failed", "cancelled"]),
+              help="Only runs that ended so.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most this many runs.")
+@json_option
+def runs_command(db: str, session: str | None, agent: str | None, status: str | None, limit: int, as_json: bool) -> None:
+    """List recorded runs, newest first."""
+    where = RunFilter(session_id=session, agent=agent, status=status)
+    with reading(db) as store:
+        runs = store.list_runs(where, limit=limit)
+        total = store.count_runs(where)
+        counts = store.stage_counts(r.id for r in runs)
+    if as_json:
+        _echo_json([{**run_to_dict(r), "stages": counts.get(r.id, 0)} for r in runs])
+        return
+    if not runs:
+        click.echo(f"no runs in {db}" + (" match" if where != RunFilter() else ""))
+        return
+    _echo_lines(runs_table(runs, counts))
+    if total > len(runs):
+        click.echo(f"({len(runs)} of {total} runs; --limit shows more)")
+
+
+@click.command("show")
+@click.argument("run")
+@db_option
+@json_option
+def show_command(run: str, db: str, as_json: bool) -> None:
+    """Show a run's flowchart: its stages in order, parallel tool calls as a fork/join block.
+
+    RUN is a run id, a unique prefix of one, or `last`.
+    """
+    with reading(db) as store:
+        data = store.load_run(store.resolve_run_id(run))
+    if as_json:
+        _echo_json(rundata_to_dict(data))
+        return
+    _echo_lines(show_run(data))
+
+
+@click.command("why")
+@click.argument("run")
+@click.option("--item", "item", metavar="HASH", help="Explain this item (a hash prefix) instead of the answer.")
+@click.option("--depth", type=click.IntRange(min=1), default=32, show_default=True,
+              help="How many origins deep to walk.")
+@db_option
+@json_option
+def why_command(run: str, item: str | None, depth: int, db: str, as_json: bool) -> None:
+    """Explain an answer: the context it came from, each item with its origin, walked back across the session.
+
+    RUN is a run id, a unique prefix of one, or `last`. Stages already shown are not repeated; the
+    list at the end is what was available but left out of context, and what left it out.
+    """
+    with reading(db) as store:
+        run_id = store.resolve_run_id(run)
+        evidence = why_walk(store, run_id, item, max_depth=2 * depth)
+    if as_json:
+        _echo_json(evidence.to_dict())
+        return
+    _echo_lines(why_tree(evidence, run_id))
+
+
+@click.command("diff")
+@click.argument("refs", nargs=2, metavar="A B")
+@click.option("--stages", is_flag=True, help="A and B are stage ids: diff those two snapshots.")
+@db_option
+@json_option
+def diff_command(refs: tuple[str, str], stages: bool, db: str, as_json: bool) -> None:
+    """Compare two runs (where they first diverge, and the context diff there) or, with --stages, two snapshots.
+
+    Runs are named by id, unique prefix or `last`; stages by id or unique prefix.
+    """
+    a_ref, b_ref = refs
+    with reading(db) as store:
+        if stages:
+            stage_a, run_a = store.resolve_stage(a_ref)
+            stage_b, run_b = store.resolve_stage(b_ref)
+            data_a = store.load_run(run_a)
+            data_b = data_a if run_b == run_a else store.load_run(run_b)
+            for stage_id, data in ((stage_a, data_a), (stage_b, data_b)):
+                if not data.inputs.get(stage_id):
+                    stage = data.stage(stage_id)
+                    raise NotFoundError(f"stage {stage_id} ({stage.kind} {stage.name!r}) recorded no snapshot to diff")
+            diff = diff_snapshots(data_a.snapshot(stage_a), data_b.snapshot(stage_b), {**data_a.items, **data_b.items})
+            if as_json:
+                _echo_json({"stage_a": stage_a, "stage_b": stage_b, **diff.to_dict()})
+                return
+            sa, sb = data_a.stage(stage_a), data_b.stage(stage_b)
+            _echo_lines([f"A  {sa.kind} {sa.name!r}  {stage_a}  (run {run_a})",
+                         f"B  {sb.kind} {sb.name!r}  {stage_b}  (run {run_b})", "", *snapshot_diff_lines(diff)])
+            return
+        data_a = store.load_run(store.resolve_run_id(a_ref))
+        data_b = store.load_run(store.resolve_run_id(b_ref))
+    divergence = diff_runs(data_a, data_b)
+    if as_json:
+        _echo_json({"run_a": data_a.run.id, "run_b": data_b.run.id, **divergence.to_dict()})
+        return
+    _echo_lines(run_diff_lines(data_a, data_b, divergence))
+
+
+@click.command("sql")
+@click.argument("query")
+@db_option
+@json_option
+@click.option("--width", type=click.IntRange(min=8), default=60, show_default=True, help="Cut cells to this width.")
+def sql_command(query: str, db: str, as_json: bool, width: int) -> None:
+    """Run a read-only SQL query against the store's views and print the rows as a table.
+
+    The views: runs, stages, edges, context, outputs, items (see the README's "store" section).
+    """
+    with reading(db) as store:
+        columns, rows = store.read_query(query)
+    if as_json:
+        _echo_json([dict(zip(columns, row, strict=True)) for row in rows])
+        return
+    _echo_lines(table(columns, ([one_line(str(v), width) if v is not None else "NULL" for v in row] for row in rows)))
+    click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
 
 
 def register(group: click.Group) -> None:
     """Add the recording commands to ``group``."""
-    group.add_command(__import__("tracer._export_cli", fromlist=["export"]).export)  # footprint export otlp|parquet
-    del group  # the commands are added in a later step
+    for command in (runs_command, show_command, why_command, diff_command, sql_command):
+        group.add_command(command)
+    from ._export_cli import export  # footprint export otlp|parquet (imports this module's db_option)
 
-
-def _unused(*_: Any) -> None:
-    return None
+    group.add_command(export)
