@@ -13,8 +13,6 @@ from agent.bus import (
     ConversationalAgent,
     ConversationUnreadableError,
     InMemoryConversationStore,
-    MarketingAgent,
-    PersonalAssistantAgent,
     RunFailedError,
     SourceBinding,
     TaskEvent,
@@ -149,20 +147,3 @@ async def test_a_task_runs_in_its_own_conversation() -> None:
     await agent.idle()
     assert [(e.to, e.text) for e in agent.outbox] == [("me@example.org", "did: write the digest")]
     assert agent.store.ids() == ["task:jobs:digest:t-9"]  # type: ignore[attr-defined]
-
-
-async def test_assistant_and_marketing_are_personas_on_a_conversational_agent(message) -> None:
-    def system(request: ModelRequest) -> str:
-        return request.system_text()
-
-    model = FunctionModel(system)
-    pa = PersonalAssistantAgent("pa", BINDING, provider=model, owner="Maya")
-    shop = MarketingAgent("shop", BINDING, provider=model, brand="Salon Ola", offer="haircuts from 60 zł")
-    for agent in (pa, shop):
-        agent.deliver(message("hi"))
-        await agent.idle()
-    assert "Maya's personal assistant" in pa.outbox[0].text
-    assert "Salon Ola" in shop.outbox[0].text and "haircuts from 60 zł" in shop.outbox[0].text
-    assert "never invent prices" in shop.outbox[0].text
-    custom = PersonalAssistantAgent("pa2", BINDING, provider=model, owner="Maya", persona="Be terse.")
-    assert custom.persona == "Be terse." and custom.owner == "Maya"
