@@ -32,6 +32,7 @@ VOLATILE_ATTRIBUTES = frozenset({"duration_ms", "started_at", "ended_at", "elaps
 _GENERATED_ID = re.compile(r"\b[a-z]+-[0-9a-f]{12}-[0-9a-f]{10}\b")  # tracer._ids.new_id
 _UUID_HEX = re.compile(r"\b[0-9a-f]{32}\b|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 _PREVIEW = 72
+_MIN_EMBEDDED = 8  # ids at least this long are replaced inside text too
 
 
 class _Names:
@@ -59,8 +60,12 @@ class _Names:
                     call_id = item.body.get("id") if item.kind == ItemKind.TOOL_CALL else item.body.get("call_id")
                     if call_id:
                         self._name(str(call_id), "call")
-        # longest first, so an id that contains another is replaced whole
-        self._known = sorted(self.ids, key=len, reverse=True)
+        # ids long enough not to be words are also replaced inside text, as whole tokens, longest first;
+        # a short one (a session called "s") only where a value is exactly that id
+        long_ids = sorted((i for i in self.ids if len(i) >= _MIN_EMBEDDED), key=len, reverse=True)
+        self._embedded = (
+            re.compile("|".join(rf"(?<![\w-]){re.escape(i)}(?![\w-])" for i in long_ids)) if long_ids else None
+        )
 
     def _name(self, value: str, kind: str) -> str:
         if value not in self.ids:
@@ -85,9 +90,10 @@ class _Names:
 
     def text(self, value: str) -> str:
         """``value`` with every id it mentions replaced by its placeholder."""
-        for known in self._known:
-            if known in value:
-                value = value.replace(known, self.ids[known])
+        if value in self.ids:
+            return self.ids[value]
+        if self._embedded is not None:
+            value = self._embedded.sub(lambda m: self.ids[m.group(0)], value)
         value = _GENERATED_ID.sub(lambda m: self._name(m.group(0), "id"), value)
         return _UUID_HEX.sub(lambda m: self._name(m.group(0), "uuid"), value)
 
