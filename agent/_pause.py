@@ -45,7 +45,7 @@ def pause_state(
     assert loop.run is not None
     question = pauses[0][1].question
     with loop.run.stage(StageKind.PAUSE, "awaiting a person", after=list(stages)) as stage:
-        stage.output(Item.of_text(ItemKind.TEXT, question, kind="question"))
+        stage.output(Item(ItemKind.TEXT, {"text": question, "role": "question"}))
         stage.set(pending=[call.id for call, _ in pauses])
     results = {
         call.id: {"content": o.item.body["content"], "is_error": o.item.body["is_error"]}
@@ -68,7 +68,7 @@ async def resume_batch(loop: RunLoop, pause: PauseState, decision: str) -> list[
     agent = loop.agent
     messages = agent.memory.require(agent.conversation_id).messages
     with loop.run.stage(StageKind.RESUME, "resume", after=[pause.last_stage], edge=EdgeKind.RESUME) as stage:
-        decision_item = stage.output(Item.of_text(ItemKind.USER, decision, kind="decision"),
+        decision_item = stage.output(Item(ItemKind.USER, {"text": decision, "role": "decision"}),
                                      origin_kind=OriginKind.USER, source="decision")
         stage.set(question=pause.question)
     prompt = await loop._prepare_prompt(stage)

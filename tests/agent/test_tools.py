@@ -133,7 +133,7 @@ async def test_timeout() -> None:
         await asyncio.sleep(5)
         return "late"
 
-    with pytest.raises(ToolTimeoutError, match="slow did not finish within 0.01 s"):
+    with pytest.raises(ToolTimeoutError, match=r"slow did not finish within 0\.01 s"):
         await slow.run({})
 
 
