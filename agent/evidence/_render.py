@@ -27,7 +27,7 @@ def render_replay(result: ReplayResult) -> str:
     """A replay in a few lines."""
     lines = [
         f"Replayed run {result.source_run_id} as run {result.run_id} (forked from it, labelled replay).",
-        f"  {result.status}: {short(result.answer, 100)}",
+        f"  {result.status}: {short(result.answer, 300)}",
         f"  {result.model_calls} model call(s) and {result.tool_calls} tool result(s) served from the recording; "
         f"no model was called and no tool was run.",
     ]
@@ -47,17 +47,19 @@ def render_counterfactual(result: CounterfactualResult) -> str:
         lines.append(f"  {change} {edit.item.kind} {edit.item.hash[:12]} ({edit.source}): {short(edit.item.text)}")
         if edit.replacement is not None:
             lines.append(f"    with {short(edit.replacement.text)}")
-    lines.append(f"Original answer ({result.original_status}): {short(result.original_answer, 100)}")
+    lines.append(f"Original answer ({result.original_status}):")
+    lines.append(f"    {short(result.original_answer, 300)}")
     for number, outcome in enumerate(result.outcomes, 1):
         detail = outcome.error if outcome.result == "error" else outcome.answer
-        lines.append(f"  re-run {number}  {outcome.run_id}  {outcome.result:<7}  {short(detail, 80)}")
+        lines.append(f"  re-run {number}  {outcome.run_id}  {outcome.result}:")
+        lines.append(f"    {short(detail, 300)}")
     lines.append(f"Verdict: {result.verdict} ({result.changed} of {len(result.outcomes)} re-runs answered differently)")
     return "\n".join(lines)
 
 
 def render_blame(report: BlameReport) -> str:
     """The culprits first, then everything tested and skipped."""
-    lines = [f"Blame for run {report.run_id}: {short(report.answer, 100)}", ""]
+    lines = [f"Blame for run {report.run_id}, which answered:", f"    {short(report.answer, 300)}", ""]
     culprits = report.culprits
     if culprits:
         lines.append("Culprits (removing the item alone changes the answer):")
@@ -85,15 +87,17 @@ def _stage_line(pair: StagePair) -> str:
     stage = pair.a or pair.b
     assert stage is not None
     reasons = f"  {'; '.join(pair.reasons)}" if pair.change != "same" else ""
-    return f"  {mark} {stage.kind:<11} {stage.name[:28]:<28}{reasons}"
+    return f"  {mark} {stage.kind:<11} {stage.name[:28]:<28}{reasons}".rstrip()
 
 
 def render_comparison(comparison: RunComparison) -> str:
     """Two runs side by side: answers, the first divergence and its context, tool calls, tokens and cost."""
     a, b = comparison.a, comparison.b
     lines = [
-        f"A  {a.id}  {a.status}  {short(a.output, 90)}",
-        f"B  {b.id}  {b.status}  {short(b.output, 90)}",
+        f"A  {a.id}  {a.status}:",
+        f"    {short(a.output, 300)}",
+        f"B  {b.id}  {b.status}:",
+        f"    {short(b.output, 300)}",
         f"Answers: {'the same' if comparison.same_answer else 'differ'}",
         "",
     ]
@@ -108,12 +112,13 @@ def render_comparison(comparison: RunComparison) -> str:
                 continue
             for entry in diff.entries:
                 where = f"{entry.origin_kind} {entry.origin_source}" if entry.origin_source else entry.origin_kind
+                kind = entry.item_kind if what == "output" else f"{entry.item_kind} ({where})"
                 if entry.before_text is not None:
-                    lines.append(f"  {what} {entry.change}: {entry.item_kind} ({where}): A {short(entry.before_text, 50)} "
+                    lines.append(f"  {what} {entry.change}: {kind}: A {short(entry.before_text, 50)} "
                                  f"-> B {short(entry.text, 50)}")
                 else:
                     side = "A" if entry.change == "dropped" else "B"
-                    lines.append(f"  {what} only in {side}: {entry.item_kind} ({where}) {short(entry.text, 60)}")
+                    lines.append(f"  {what} only in {side}: {kind} {short(entry.text, 60)}")
         for dropped in first.dropped:
             lines.append(f"  left out in {dropped.side.upper()} only ({dropped.dropped_by}): {dropped.item_kind} "
                          f"{short(dropped.text, 60)}")
