@@ -72,12 +72,13 @@ class RecordedCall:
 
 def call_key(name: str, arguments: str | dict[str, Any]) -> tuple[str, str]:
     """(name, canonical arguments): calls that differ only in JSON spacing or key order are the same."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
-            return name, arguments
-    return name, canonical_json(arguments)
+    if not isinstance(arguments, str):
+        return name, canonical_json(arguments)
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        return name, arguments
+    return name, canonical_json(parsed)
 
 
 @dataclass
