@@ -122,8 +122,11 @@ def _level_number(level: str) -> int:
 
 
 def get_logger(**initial: Any) -> Any:
-    """footprint's structlog logger (``logger="footprint"``), with ``initial`` values bound."""
-    return structlog.get_logger(LOGGER_NAME, logger=LOGGER_NAME, **initial)
+    """footprint's structlog logger (``logger="footprint"``), with ``initial`` values bound.
+
+    It is bound to the configuration of the moment: get it where you log, not once at import.
+    """
+    return structlog.get_logger(LOGGER_NAME).bind(logger=LOGGER_NAME, **initial)
 
 
 class LoggingListener(RecordingListener):
@@ -136,10 +139,15 @@ class LoggingListener(RecordingListener):
     """
 
     def __init__(self, logger: Any = None, *, trace_ids: bool | None = None, bind_context: bool = True) -> None:
-        self.log = logger if logger is not None else get_logger()
+        self._logger = logger
         self.trace_ids = trace_ids
         self.bind_context = bind_context
         self._runs: dict[str, tuple[int, str | None]] = {}  # run id -> (first seq of the segment, session)
+
+    @property
+    def log(self) -> Any:
+        """The logger events go to (footprint's, as currently configured, unless one was given)."""
+        return self._logger if self._logger is not None else get_logger()
 
     def _ids(self, run_id: str, span_key: str | None) -> dict[str, Any]:
         wanted = self.trace_ids if self.trace_ids is not None else otel_active()
