@@ -23,7 +23,14 @@ from .errors import (
     VersionConflictError,
 )
 from .http import create_app
-from .sessions import DuckDBSessions, Envelope, InMemorySessions, PostgresSessions, SessionStore, SessionSummary
+from .sessions import (
+    DuckDBSessions,
+    Envelope,
+    InMemorySessions,
+    PostgresSessions,
+    SessionStore,
+    SessionSummary,
+)
 
 __all__ = [
     "AgentPool",

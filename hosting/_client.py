@@ -20,6 +20,8 @@ from tracer import NotFoundError, Run, RunData, RunFilter, run_from_dict, rundat
 
 from .errors import HostAuthError, HostClientError
 
+_ALL = RunFilter()
+
 
 class RecordingsClient:
     """The host's read API and turn endpoint over HTTP (synchronous; safe to share between threads)."""
@@ -69,11 +71,11 @@ class RecordingsClient:
 
     # ------------------------------------------------------------------ recordings (tracer.Store's read methods)
 
-    def list_runs(self, where: RunFilter = RunFilter(), *, limit: int = 50, offset: int = 0) -> list[Run]:
+    def list_runs(self, where: RunFilter = _ALL, *, limit: int = 50, offset: int = 0) -> list[Run]:
         """Runs, newest first."""
         return [run_from_dict(r) for r in self._runs_page(where, limit, offset)["runs"]]
 
-    def count_runs(self, where: RunFilter = RunFilter()) -> int:
+    def count_runs(self, where: RunFilter = _ALL) -> int:
         """How many runs match."""
         return int(self._runs_page(where, 0, 0)["total"])
 

@@ -25,13 +25,13 @@ import socket
 import uuid
 from typing import Any
 
-from agent import Agent, Hooks
+from agent import Agent, Hooks, RunFinished
 from tracer import Durability, Store
 
 from ._pool import AgentFactory, AgentPool, Slot
 from ._recovery import needs_recovery, recover
 from ._reply import TurnReply
-from ._turn import Emit, SessionTurns, new_anonymous_id
+from ._turn import Emit, SessionTurns, event_payload, new_anonymous_id
 from .errors import AwaitingDecisionError, HostShuttingDownError, NotAwaitingError, SessionBusyError
 from .sessions import InMemorySessions, SessionStore
 
@@ -46,6 +46,8 @@ class StandingAgent:
     ``durability``: ``exit`` persists a session when its run ends; ``sync`` also after each
     inference and tool call (and sets the recorder of every instance to ``Durability.SYNC``).
     ``recordings`` is the tracer store the read API serves (default: the agent's recorder's).
+    ``close_sessions``: close the session store when the host closes (default: only a store the
+    host made itself).
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class StandingAgent:
         recordings: Store | None = None,
         host_id: str | None = None,
         lease_seconds: float = 60.0,
+        close_sessions: bool | None = None,
     ) -> None:
         if (agent is None) == (agent_factory is None):
             raise ValueError("standing_agent needs exactly one of `agent` (one shared instance) or `agent_factory`")
@@ -70,7 +73,7 @@ class StandingAgent:
         if max_active_sessions < 1:
             raise ValueError(f"max_active_sessions must be at least 1, not {max_active_sessions}")
         self.sessions = sessions if sessions is not None else InMemorySessions()
-        self._owns_sessions = sessions is None
+        self._owns_sessions = sessions is None if close_sessions is None else close_sessions
         self.durability = durability
         self.on_concurrent_invoke = on_concurrent_invoke
         self.recordings = recordings
@@ -260,9 +263,6 @@ class StandingAgent:
             if emit is None:
                 result = await agent.run(message)
             else:
-                from ._turn import event_payload
-                from agent import RunFinished
-
                 result = None
                 async for event in agent.stream(message):
                     if isinstance(event, RunFinished):

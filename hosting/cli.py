@@ -1,10 +1,149 @@
-"""The hosting commands of the `footprint` CLI."""
+"""The hosting commands of the `footprint` CLI: `footprint serve`."""
 
 from __future__ import annotations
 
+import importlib
+import os
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import click
+
+from agent import Agent
+from tracer import DEFAULT_PATH, Durability, Recorder, Store
+
+from .errors import HostingError
+from .sessions import DuckDBSessions, InMemorySessions, PostgresSessions, SessionStore
+
+AGENT_HELP = (
+    "The agent to serve: `demo` (the personal assistant: the offline demo model, or OpenAI when "
+    "OPENAI_API_KEY is set), `echo` (repeats the message; for trying the host), or MODULE:CALLABLE, "
+    "a function taking `recorder=` and returning an agent.Agent."
+)
 
 
 def register(group: click.Group) -> None:
     """Add the hosting commands to ``group``."""
-    del group
+    group.add_command(serve_command)
+
+
+def _agent_builder(spec: str) -> tuple[Callable[[Recorder], Agent], str]:
+    """A builder for the ``--agent`` spec and a line describing the model it uses."""
+    if spec == "demo":
+        from agent.demo import build_demo_agent, default_provider, load_scenario
+
+        scenario = load_scenario()
+        provider = default_provider()
+        described = "OpenAI" if os.environ.get("OPENAI_API_KEY") else "the offline demo model"
+        return (lambda recorder: build_demo_agent(scenario, provider=provider, recorder=recorder)), described
+    if spec == "echo":
+        from agent.providers import FunctionModel
+
+        def echo(request: Any) -> str:
+            return f"echo: {request.last_user_text()}"
+
+        model = FunctionModel(echo, name="echo")
+        return (lambda recorder: Agent("echo", provider=model, recorder=recorder)), "an echo model"
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise click.BadParameter(f"{spec!r} is not demo, echo or MODULE:CALLABLE", param_hint="--agent")
+    try:
+        factory = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(f"cannot load {spec!r}: {exc}", param_hint="--agent") from exc
+    if not callable(factory):
+        raise click.BadParameter(f"{spec!r} is not callable", param_hint="--agent")
+    return (lambda recorder: factory(recorder=recorder)), spec
+
+
+def _sessions_store(spec: str, store: Store) -> SessionStore:
+    if spec == "duckdb":
+        return DuckDBSessions(store)
+    if spec == "memory":
+        return InMemorySessions()
+    if spec.startswith(("postgresql://", "postgres://")) or "dbname=" in spec:
+        return PostgresSessions(spec)
+    if Path(spec).resolve() == Path(store.path).resolve():
+        return DuckDBSessions(store)
+    return DuckDBSessions(path=spec)
+
+
+@click.command("serve")
+@click.option("--db", default=DEFAULT_PATH, envvar="FOOTPRINT_DB", show_default=True,
+              help="The footprint store the host records into and owns (a DuckDB file).")
+@click.option("--host", "bind", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="The port.")
+@click.option("--token", envvar="FOOTPRINT_TOKEN", default=None,
+              help="Require `Authorization: Bearer TOKEN` on every route but /v1/health (env FOOTPRINT_TOKEN).")
+@click.option("--durability", type=click.Choice(["exit", "sync"]), default="exit", show_default=True,
+              help="exit: persist a session when its run ends; sync: after every inference and tool call too.")
+@click.option("--agent", "agent_spec", default="demo", show_default=True, help=AGENT_HELP)
+@click.option("--shape", type=click.Choice(["pooled", "shared"]), default="pooled", show_default=True,
+              help="pooled: one agent instance per active session, sessions in parallel; shared: one instance.")
+@click.option("--sessions", "sessions_spec", default="duckdb", show_default=True,
+              help="Where sessions live: duckdb (in --db), memory, another DuckDB file, or a postgresql:// DSN.")
+@click.option("--max-active-sessions", default=100, show_default=True, type=click.IntRange(1),
+              help="Idle agent instances kept (pooled shape).")
+@click.option("--on-concurrent", type=click.Choice(["refuse", "enqueue"]), default="refuse", show_default=True,
+              help="A second turn of a session while one runs: refuse it (409) or queue it.")
+@click.option("--grace", default=10.0, show_default=True, type=click.FloatRange(0),
+              help="Seconds running turns get after SIGTERM before they are stopped and stored.")
+@click.option("--host-id", default=None, help="This host's name in turn markers (default: hostname:port:db).")
+def serve_command(
+    db: str, bind: str, port: int, token: str | None, durability: str, agent_spec: str, shape: str,
+    sessions_spec: str, max_active_sessions: int, on_concurrent: str, grace: float, host_id: str | None,
+) -> None:
+    """Start the standing-agent host: sessions, turns over HTTP, and the read API for recordings."""
+    from ._serve import serve
+    from ._standing import StandingAgent
+
+    build, described = _agent_builder(agent_spec)
+    store = Store.open(db)
+    try:
+        recorder = Recorder(store, durability=Durability(durability))
+        sessions = _sessions_store(sessions_spec, store)
+        if shape == "shared":
+            host = StandingAgent(agent=build(recorder), sessions=sessions, durability=durability,
+                                 on_concurrent_invoke=on_concurrent, recordings=store, close_sessions=True,
+                                 host_id=host_id or _host_id(port, db))
+        else:
+            host = StandingAgent(agent_factory=lambda: build(recorder), sessions=sessions, durability=durability,
+                                 on_concurrent_invoke=on_concurrent, max_active_sessions=max_active_sessions,
+                                 recordings=store, host_id=host_id or _host_id(port, db))
+        sock = _bind(bind, port)
+        actual_port = sock.getsockname()[1]
+
+        def started(_: Any) -> None:
+            click.echo(
+                f"footprint host on http://{bind}:{actual_port} — agent {agent_spec} ({described}), "
+                f"{shape} shape, sessions in {getattr(sessions, 'location', sessions.name)}, "
+                f"durability {durability}{', token required' if token else ''}. Ctrl-C or SIGTERM stops it.",
+                err=True,
+            )
+
+        serve(host, token=token, shutdown_grace=grace, sock=sock, on_started=started, log_level="warning")
+        click.echo("footprint host stopped; sessions and recordings flushed.", err=True)
+    finally:
+        store.close()
+
+
+def _host_id(port: int, db: str) -> str:
+    return f"{socket.gethostname()}:{port}:{os.path.abspath(db)}"
+
+
+def _bind(bind: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((bind, port))
+    except OSError as exc:
+        sock.close()
+        raise HostingError(f"cannot listen on {bind}:{port}: {exc.strerror or exc}") from exc
+    sock.set_inheritable(True)
+    if sys.platform != "win32":
+        sock.listen(2048)
+    return sock

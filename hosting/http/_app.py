@@ -20,9 +20,9 @@ import hmac
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -79,7 +79,7 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     install_error_handlers(app)
 
-    async def authorized(credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
+    async def authorized(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
         if token is None:
             return
         if credentials is None or credentials.scheme.lower() != "bearer":

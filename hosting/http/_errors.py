@@ -46,6 +46,11 @@ def install_error_handlers(app: FastAPI) -> None:
         errors = list(exc.errors())
         invalid_json = any(e.get("type") == "json_invalid" for e in errors)
         code = "invalid_json" if invalid_json else "invalid_request"
+        if invalid_json:
+            where = next((e.get("loc", ())[-1] for e in errors if e.get("type") == "json_invalid"), "?")
+            error = next((e.get("ctx", {}).get("error") for e in errors if e.get("type") == "json_invalid"), None)
+            return JSONResponse(error_body(code, f"the request body is not valid JSON ({error or 'decode error'} "
+                                                 f"at character {where})"), status_code=400)
         details = [{"loc": [str(p) for p in e.get("loc", ())], "message": e.get("msg")} for e in errors[:20]]
         return JSONResponse(error_body(code, _describe(errors), details=details), status_code=422)
 

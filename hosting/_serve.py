@@ -1,0 +1,78 @@
+"""Running the HTTP host with uvicorn, with a shutdown that loses no turn.
+
+On SIGTERM (or SIGINT) the host stops taking turns at once (new ones get 503), gives running
+turns ``shutdown_grace`` seconds to finish, then stops the rest and stores them as interrupted —
+the session's next request finishes them — and finally flushes the session store and the
+recordings. Only then does the process exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+from ._standing import StandingAgent
+from .http import create_app
+
+log = logging.getLogger("footprint.host")
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that starts the host's drain the moment a stop signal arrives."""
+
+    def __init__(self, config: uvicorn.Config, host: StandingAgent, grace: float) -> None:
+        super().__init__(config)
+        self._host = host
+        self._grace = grace
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._loop is not None and not self._host.draining:
+            # signal handlers run between bytecodes: hand the drain to the loop
+            self._loop.call_soon_threadsafe(self._host.begin_shutdown, self._grace)
+        super().handle_exit(sig, frame)
+        # uvicorn re-raises a captured signal after serving, which would kill the process before
+        # the caller closes its stores; the shutdown is graceful, so the process exits normally
+        self._captured_signals.clear()
+
+
+def serve(
+    host: StandingAgent,
+    *,
+    bind: str = "127.0.0.1",
+    port: int = 8080,
+    token: str | None = None,
+    shutdown_grace: float = 10.0,
+    max_body_bytes: int = 1_048_576,
+    log_level: str = "info",
+    sock: socket.socket | None = None,
+    on_started: Any = None,
+) -> None:
+    """Serve ``host`` over HTTP until SIGTERM/SIGINT; returns once everything is flushed."""
+    app = create_app(host, token=token, shutdown_grace=shutdown_grace, max_body_bytes=max_body_bytes)
+    config = uvicorn.Config(
+        app, host=bind, port=port, log_level=log_level, lifespan="on",
+        # uvicorn waits this long for open requests; the host's own grace stops turns before it
+        timeout_graceful_shutdown=shutdown_grace + 15, access_log=False,
+    )
+    server = _Server(config, host, shutdown_grace)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(server.serve([sock] if sock is not None else None))
+        if on_started is not None:
+            while not server.started and not task.done():
+                await asyncio.sleep(0.01)
+            if server.started:
+                on_started(server)
+        await task
+
+    asyncio.run(main())
