@@ -182,7 +182,8 @@ class ForkRecorder(Recorder):
         self, base: Recorder, *, source: RecordedRun, kind: str, stage: str | None = None,
         edit: dict[str, Any] | None = None, labels: Sequence[str] = (),
     ) -> None:
-        super().__init__(base.store, durability=base.durability, redaction=base.redaction)
+        super().__init__(base.store, durability=base.durability, redaction=base.redaction,
+                         listeners=getattr(base, "listeners", ()))
         self.source, self.kind, self.fork_stage, self.edit = source, kind, stage, edit
         self.labels = _unique([*source.data.run.labels, *labels, kind])
 
