@@ -147,6 +147,20 @@ class OTelExporter(RecordingListener):
         self.processor.shutdown()
 
 
+def exporter_from_env() -> OTelExporter | None:
+    """A live :class:`OTelExporter` when the standard variables name a collector, else None.
+
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT`` switch it on (and
+    ``OTEL_SDK_DISABLED=true`` off), so a host or a script can offer tracing with no code:
+    ``Recorder(store, listeners=[e for e in [exporter_from_env()] if e])``.
+    """
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    if not (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
+        return None
+    return OTelExporter()
+
+
 def spans_of(runs: Iterable[RunData], *, content: bool = False, resource: Resource | None = None) -> list[ReadableSpan]:
     """The spans of stored runs, exactly as the live exporter produced (or would have produced) them."""
     spans: list[ReadableSpan] = []
