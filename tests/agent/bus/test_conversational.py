@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from agent import Conversation, PauseRun, tool
 from agent.bus import (
     AgentBinding,
@@ -99,8 +97,6 @@ async def test_a_failed_run_is_reported_and_the_failure_reply_sent(message) -> N
     assert failure.where == "run" and isinstance(failure.error, RunFailedError)
 
 
-@pytest.mark.xfail(reason="the agent's pause stage calls Item.of_text(ItemKind.TEXT, ..., kind='question'), which "
-                          "raises TypeError (kind given twice) until agent/_pause.py is fixed", strict=False)
 async def test_a_pause_asks_and_the_next_message_resumes_it(message) -> None:
     @tool
     async def book(slot: str) -> str:
