@@ -57,7 +57,7 @@ class InMemorySessions(SessionStore):
             for sid, r in rows[offset:offset + limit]
         ]
 
-    def write_raw(self, session_id: str, text: str) -> None:
+    async def write_raw(self, session_id: str, text: str) -> None:
         """Overwrite a session's stored text as is (tests use it to store a corrupt envelope)."""
         row = self._rows.get(session_id)
         if row is None:
