@@ -25,6 +25,7 @@ class DemoResult:
     evidence: Evidence | None = None
     culprits: list[tuple[str, str, str]] = field(default_factory=list)  # (origin source, text, stage id)
     labels: tuple[str, ...] = ()
+    proven: list[tuple[str, str]] = field(default_factory=list)  # (item source, blame verdict)
 
 
 def _claims(answer: str, evidence: Evidence) -> set[str]:
@@ -47,6 +48,7 @@ async def run_demo(
     scenario: Scenario | None = None,
     echo: Callable[[str], None] = print,
     session_id: str | None = None,
+    prove: bool = True,
 ) -> DemoResult:
     """Run the scenario's turns as one session, recorded into ``store``; print as it goes."""
     scenario = scenario or load_scenario()
@@ -110,6 +112,18 @@ async def run_demo(
     for source, text, _stage in demo.culprits:
         echo(f"The evidence names {source!r}: {text!r}, injected into the prompt by the composer; it")
         echo("outweighed what Maya said in the conversation.")
-    echo(f"\nProve it:    footprint blame {result.run_id}")
-    echo(f"Explore it:  footprint show {result.run_id}   footprint why {result.run_id}")
+    if prove:
+        from ..evidence import blame
+
+        echo("\nProving it: re-running the answer with each suspect removed (footprint blame) ...")
+        report = await blame(store, result.run_id, provider=provider, tools=agent.tools.values())
+        demo.proven = [(s.source, s.verdict) for s in report.culprits]
+        for suspect in report.culprits:
+            echo(f"  {suspect.verdict}: without {suspect.source} ({suspect.text!r}) "
+                 f"{suspect.changed} of {suspect.repeats} re-runs answered differently.")
+        held = [s for s in report.tested if s.verdict == "holds"]
+        if held:
+            echo(f"  holds: with the other {len(held)} suspects removed (in groups or alone) the answer stayed the same.")
+    echo(f"\nExplore it:  footprint show {result.run_id}   footprint why {result.run_id}   "
+         f"footprint blame {result.run_id}")
     return demo
