@@ -6,6 +6,7 @@ the assistant suggests meeting "near your home in Berlin". `footprint why` on th
 back to the stale memory fact and names its key.
 """
 
+from ._run import DemoResult, run_demo
 from ._scenario import (
     DEMO_SESSION_PREFIX,
     Scenario,
@@ -15,7 +16,6 @@ from ._scenario import (
     demo_registry,
     load_scenario,
 )
-from ._run import DemoResult, run_demo
 
 __all__ = [
     "DEMO_SESSION_PREFIX",
