@@ -121,8 +121,6 @@ def _box_label(stage: Stage, data: RunData) -> tuple[str, str, str]:
     notes = []
     if stage.status != StageStatus.OK:
         notes.append(stage.status)
-    elif stage.kind == StageKind.PAUSE:
-        notes.append("awaiting")
     if stage.kind == StageKind.INFERENCE:
         used = int(stage.attributes.get("input_tokens", 0) or 0) + int(stage.attributes.get("output_tokens", 0) or 0)
         if used:

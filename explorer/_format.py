@@ -58,8 +58,7 @@ EDGE_COLOURS: dict[str, str] = {
 
 
 _SHORT_KINDS = {
-    "prompt_section": "prompt", "tool_definition": "tool def", "tool_call": "tool call",
-    "tool_result": "tool result",
+    "prompt_section": "prompt", "tool_definition": "tool def", "tool_call": "call", "tool_result": "result",
 }
 
 
@@ -68,11 +67,11 @@ def kind_label(kind: str) -> str:
     return _SHORT_KINDS.get(kind, kind)
 
 
-def clock(ts: float | None) -> str:
-    """A start time as ``MM-DD HH:MM:SS`` in local time ("-" when unknown)."""
+def clock(ts: float | None, *, seconds: bool = True) -> str:
+    """A start time as ``MM-DD HH:MM:SS`` (or ``MM-DD HH:MM``) in local time ("-" when unknown)."""
     if ts is None:
         return "-"
-    return time.strftime("%m-%d %H:%M:%S", time.localtime(ts))
+    return time.strftime("%m-%d %H:%M:%S" if seconds else "%m-%d %H:%M", time.localtime(ts))
 
 
 def tokens(n: int) -> str:
@@ -93,6 +92,15 @@ def cost(dollars: float) -> str:
     if dollars < 0.01:
         return f"${dollars:.5f}".rstrip("0")
     return f"${dollars:.2f}"
+
+
+def cost_short(dollars: float) -> str:
+    """A dollar cost in at most seven characters, for a table column: ``<$0.01``, ``$0.12``."""
+    if not dollars:
+        return "-"
+    if dollars < 0.01:
+        return "<$0.01"
+    return f"${dollars:.2f}" if dollars < 1000 else f"${dollars:,.0f}"
 
 
 def duration(start: float | None, end: float | None) -> str:
@@ -120,6 +128,13 @@ def short_id(run_id: str | None) -> str:
     if not run_id:
         return "-"
     return run_id if len(run_id) <= 12 else "…" + run_id[-10:]
+
+
+def head(text: str | None, width: int) -> str:
+    """The start of ``text`` in ``width`` characters (ids that share a tail, like sessions)."""
+    if not text:
+        return "-"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def status_text(status: str) -> Text:

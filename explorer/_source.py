@@ -75,14 +75,15 @@ class RecordingSource(Protocol):
 class StoreSource:
     """Recordings in a :class:`tracer.Store` opened by this process."""
 
-    def __init__(self, store: Store, *, live: bool = False) -> None:
+    def __init__(self, store: Store, *, live: bool = False, label: str | None = None) -> None:
         self.store = store
         self._live = live
+        self._label = label
 
     @property
     def label(self) -> str:
-        """The store's path."""
-        return self.store.path
+        """The store's path (or the label given)."""
+        return self._label or self.store.path
 
     @property
     def live(self) -> bool:

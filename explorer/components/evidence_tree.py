@@ -17,15 +17,16 @@ from .._format import ORIGIN_COLOURS, STAGE_COLOURS, kind_label, one_line, short
 _EXPAND_DEPTH = 8  # deeper branches start collapsed so a long session stays readable
 
 
-def node_label(node: EvidenceNode, width: int = 48) -> Text:
-    """How a node of the evidence graph reads in the tree."""
+def node_label(node: EvidenceNode, width: int = 40, home_run: str | None = None) -> Text:
+    """How a node of the evidence graph reads in the tree (a stage's run is named when not ``home_run``)."""
     if node.node == "stage":
         label = Text()
         label.append("◆ ", style=STAGE_COLOURS.get(node.stage_kind or "", ""))
         label.append(node.stage_kind or "stage", style="bold " + STAGE_COLOURS.get(node.stage_kind or "", ""))
         if node.stage_name and node.stage_name != node.stage_kind:
             label.append(f" {node.stage_name}")
-        label.append(f"  {short_id(node.run_id)}", style="dim")
+        if node.run_id != home_run:
+            label.append(f"  of {short_id(node.run_id)}", style="dim")
         if node.seen:
             label.append("  (walked above)", style="dim italic")
         return label
@@ -61,6 +62,10 @@ class EvidenceTree(Tree[EvidenceNode]):
             super().__init__()
             self.node = node
 
+    DEFAULT_CSS = """
+    EvidenceTree { scrollbar-size-horizontal: 0; }
+    """
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("evidence", id=id)
         self.show_root = True
@@ -70,12 +75,12 @@ class EvidenceTree(Tree[EvidenceNode]):
         """Fill the tree from ``evidence``."""
         self.clear()
         root = evidence.root
-        self.root.set_label(Text.assemble(("why: ", "bold"), node_label(root, 60)))
+        self.root.set_label(Text.assemble(("why: ", "bold"), node_label(root, 56)))
         self.root.data = root
 
         def add(parent: TreeNode[EvidenceNode], node: EvidenceNode, depth: int) -> None:
             for child in node.children:
-                label = node_label(child)
+                label = node_label(child, home_run=root.run_id)
                 if child.children:
                     branch = parent.add(label, data=child, expand=depth < _EXPAND_DEPTH)
                     add(branch, child, depth + 1)

@@ -8,21 +8,23 @@ opens as fast as one page can be read, and memory grows only with what the reade
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.text import Text
 from textual import work
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
 from tracer import Run, RunFilter
 
-from .._format import clock, cost, one_line, short_id, status_text, tokens
+from .._format import clock, cost_short, head, one_line, status_text, tokens
 from .._source import RecordingSource
 
 PAGE = 100
 _AHEAD = 25  # read the next page when the cursor is this close to the end of what is loaded
 
-_FIXED = (("time", 14), ("session", 12), ("agent", 10), ("status", 9), ("tokens", 6), ("cost", 8))
+_FIXED = (("time", 11), ("session", 10), ("agent", 9), ("status", 9), ("tok", 5), ("cost", 6))
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,12 @@ class RunsTable(DataTable[str | Text]):
     DEFAULT_CSS = """
     RunsTable { height: 1fr; }
     """
+
+    # home and end move the cursor to the first and last loaded run (not sideways, as in a DataTable)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("home", "scroll_top", "First run", show=False),
+        Binding("end", "scroll_bottom", "Last loaded run", show=False),
+    ]
 
     class PageLoaded(Message):
         """A page of runs arrived from the worker (handled by the table itself)."""
@@ -153,8 +161,9 @@ class RunsTable(DataTable[str | Text]):
         preview = run.output if run.output is not None else (run.error or run.input)
         style = "" if run.output is not None else "dim"
         return (
-            clock(run.started_at), short_id(run.session_id), one_line(run.agent, 10), status_text(run.status),
-            Text(one_line(preview, answer_width), style=style), tokens(run.tokens_in + run.tokens_out), cost(run.cost),
+            clock(run.started_at, seconds=False), head(run.session_id, 10), one_line(run.agent, 9),
+            status_text(run.status), Text(one_line(preview, answer_width), style=style),
+            tokens(run.tokens_in + run.tokens_out), cost_short(run.cost),
         )
 
     def _maybe_more(self) -> None:

@@ -106,11 +106,11 @@ class SnapshotView(Vertical):
         self.query_one(".snapshot--header", Static).update(header + hint)
         table = self.table
         table.clear(columns=True)
-        table.add_column("#", width=3)
-        table.add_column("role", width=11)
-        table.add_column("tok", width=5)
-        table.add_column("origin", width=20)
-        table.add_column("text", width=self._text_width(3 + 11 + 5 + 20 + 12))
+        table.add_column("#", width=2)
+        table.add_column("role", width=9)
+        table.add_column("tok", width=4)
+        table.add_column("origin", width=16)
+        table.add_column("text", width=self._text_width(2 + 9 + 4 + 16 + 12))
         self._rows.clear()
         for entry in entries:
             self._add_entry(table, entry)
@@ -124,7 +124,8 @@ class SnapshotView(Vertical):
         style = colour if entry.included else f"{colour} dim strike"
         origin = origin_text(entry.origin.kind, entry.origin.source)
         if entry.origin.kind == "stage":
-            origin = origin_text("stage", self._producer(entry.origin.run_id, entry.origin.stage_id))
+            producer = self._producer(entry.origin.run_id, entry.origin.stage_id)
+            origin = Text(producer or "stage", style=ORIGIN_COLOURS["stage"])
         if not entry.included:
             origin = Text(f"✗ {entry.dropped_by or 'left out'}", style="red dim")
         key = f"{entry.position}:{entry.item_hash}"
@@ -160,10 +161,10 @@ class SnapshotView(Vertical):
         table = self.table
         table.clear(columns=True)
         table.add_column("change", width=10)
-        table.add_column("role", width=11)
-        table.add_column("tok", width=5)
-        table.add_column("origin", width=20)
-        table.add_column("text", width=self._text_width(10 + 11 + 5 + 20 + 12))
+        table.add_column("role", width=9)
+        table.add_column("tok", width=4)
+        table.add_column("origin", width=16)
+        table.add_column("text", width=self._text_width(10 + 9 + 4 + 16 + 12))
         self._rows.clear()
         for number, entry in enumerate(diff.entries):
             colour = _CHANGE_COLOURS.get(entry.change, "")

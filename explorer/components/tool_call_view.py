@@ -14,14 +14,17 @@ from tracer import ItemKind, RunData, Stage
 from .._format import clock, duration
 
 
-def _pretty(value: object) -> str:
-    """JSON text pretty-printed when it parses, as it is otherwise."""
+def _pretty(value: object, width: int = 70) -> str:
+    """JSON text on one line when it fits ``width``, indented when not; other text as it is."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError:
             return value
-    return json.dumps(value, indent=2, ensure_ascii=False)
+        if isinstance(value, str):
+            return value
+    compact = json.dumps(value, ensure_ascii=False)
+    return compact if len(compact) <= width else json.dumps(value, indent=2, ensure_ascii=False)
 
 
 class ToolCallView(VerticalScroll):
@@ -60,10 +63,10 @@ class ToolCallView(VerticalScroll):
             text.append(f"  (result served from the {attrs['served_from']})", style="dim")
         if attrs.get("paused"):
             text.append(f"\npaused: {attrs.get('question', '')}", style="yellow")
-        text.append("\n\nArguments\n", style="bold")
+        text.append("\n\nArguments  ", style="bold")
         arguments = call.body.get("arguments") if call is not None else attrs.get("arguments", "")
         text.append(_pretty(arguments or "{}"))
-        text.append("\n\nResult\n", style="bold")
+        text.append("\nResult  ", style="bold")
         if result is None:
             text.append("(no result recorded)", style="dim")
         else:

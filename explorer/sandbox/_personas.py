@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -29,18 +30,23 @@ class Persona:
     tools: tuple[str, ...] = ()
     created_at: float = 0.0
     updated_at: float = 0.0
+    session: str = ""
 
     @property
     def conversation_id(self) -> str:
-        """The id of its conversation, also the session id of every run it records."""
-        return f"sandbox-{self.id}"
+        """The id of its conversation, also the session id of every run it records.
+
+        Made from the name it had when created (so the runs table shows who it was) and kept
+        when the persona is renamed, so its conversation and recorded runs stay one session.
+        """
+        return self.session or f"sandbox-{self.id}"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form it is saved in."""
         return {
             "format": "footprint.persona/1", "id": self.id, "name": self.name, "persona": self.persona,
             "discloses_ai": self.discloses_ai, "tools": list(self.tools), "created_at": self.created_at,
-            "updated_at": self.updated_at,
+            "updated_at": self.updated_at, "session": self.conversation_id,
         }
 
     @classmethod
@@ -51,6 +57,7 @@ class Persona:
                 id=str(data["id"]), name=str(data["name"]), persona=str(data["persona"]),
                 discloses_ai=bool(data.get("discloses_ai", True)), tools=tuple(data.get("tools") or ()),
                 created_at=float(data.get("created_at") or 0.0), updated_at=float(data.get("updated_at") or 0.0),
+                session=str(data.get("session") or ""),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SandboxError(f"a saved persona is malformed ({exc!r}); delete it and create it again") from exc
@@ -109,7 +116,10 @@ class PersonaStore:
     def create(self, name: str, persona: str, *, discloses_ai: bool = True, tools: Iterable[str] = ()) -> Persona:
         """Save a new persona."""
         now = self._clock()
-        record = self._check(Persona(new_id("p"), name, persona, discloses_ai, tuple(tools), now, now))
+        persona_id = new_id("p")
+        slug = re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")[:12] or "persona"
+        record = self._check(Persona(persona_id, name, persona, discloses_ai, tuple(tools), now, now,
+                                     session=f"{slug}-{persona_id[-4:]}"))
         self.kv.put(PERSONAS, record.id, record.to_dict())
         return record
 

@@ -73,7 +73,8 @@ class FieldEditorScreen(ModalScreen[Any]):
         with Vertical(id="field-editor", classes="form"):
             yield Static(f"{persona.name}: {_LABELS[field]}", classes="form-title")
             if field == "name":
-                yield Input(value=persona.name, id="value")
+                # prefilled and not selected: typing edits the name in place instead of replacing it
+                yield Input(value=persona.name, id="value", select_on_focus=False)
             elif field == "persona":
                 yield TextArea(persona.persona, id="value", soft_wrap=True, show_line_numbers=False)
             elif field == "discloses_ai":
@@ -85,8 +86,11 @@ class FieldEditorScreen(ModalScreen[Any]):
     def on_mount(self) -> None:
         editor = self.query_one("#value")
         editor.focus()
+        # edit in place: the cursor waits at the end of the current text
         if isinstance(editor, TextArea):
-            editor.move_cursor(editor.document.end)  # edit in place: the cursor waits at the end
+            editor.move_cursor(editor.document.end)
+        elif isinstance(editor, Input):
+            editor.cursor_position = len(editor.value)
 
     def value(self) -> Any:
         """The edited value."""

@@ -35,6 +35,7 @@ class PersonaFormScreen(ModalScreen[dict[str, Any] | None]):
             yield Label("Tools (space toggles)")
             yield SelectionList[str](*[(name, name) for name in self.tools], id="tools")
             yield Static("", id="form-error", classes="form-error")
+            yield Static("tab moves between fields · ctrl+s creates · escape cancels", classes="form-hint")
             with Horizontal(classes="form-buttons"):
                 yield Button("Create", variant="primary", id="create")
                 yield Button("Cancel", id="cancel")

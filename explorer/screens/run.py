@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from tracer import RunData, Stage
 
-from .._format import ORIGIN_COLOURS, STATUS_COLOURS, clock, cost, one_line, tokens
+from .._format import ORIGIN_COLOURS, STATUS_COLOURS, clock, cost, head, one_line, tokens
 from ..components.flowchart import Flowchart
 from ..components.snapshot_view import SnapshotView
 from ..components.stage_detail import StageDetail
@@ -97,9 +97,9 @@ class RunScreen(Screen[None]):
         text.append(f" · {clock(run.started_at)} · {tokens(run.tokens_in + run.tokens_out)} tok · {cost(run.cost)}")
         if run.session_id:
             position = self.session.index(run.id) + 1 if run.id in self.session else 0
-            text.append(f" · session {run.session_id}", style="dim")
+            text.append(f" · {head(run.session_id, 16)}", style="dim")
             if position:
-                text.append(f" ({position}/{len(self.session)})", style="dim")
+                text.append(f" {position}/{len(self.session)}", style="dim")
         text.append("\n")
         text.append("Q ", style="bold " + ORIGIN_COLOURS["user"])
         text.append(one_line(run.input, 34))

@@ -78,8 +78,7 @@ class WhyScreen(Screen[None]):
         items = evidence.items()
         outside = sum(1 for n in items if n.origin is not None and n.origin.kind not in ("stage", "config"))
         self.query_one("#why-title", Static).update(
-            f"why: {len(items)} items across {len(evidence.runs)} run(s), {outside} from outside the runs · "
-            f"n: next source · g: go to origin"
+            f"{len(items)} items from {len(evidence.runs)} run(s); {outside} from outside them (n jumps to them)"
         )
         tree = self.query_one(EvidenceTree)
         tree.show(evidence)

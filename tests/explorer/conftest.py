@@ -75,6 +75,12 @@ def echo_model(request: ModelRequest) -> str:
 
 
 @pytest.fixture
+def echo_provider() -> Callable[[], Provider]:
+    """Makes the tests' chat model (see :func:`echo_model`)."""
+    return lambda: FunctionModel(echo_model, name="echo")
+
+
+@pytest.fixture
 def open_app() -> Iterator[Callable[..., ExplorerApp]]:
     """Build explorer apps over store files; the stores are closed after the test."""
     stores: list[Store] = []
@@ -86,7 +92,7 @@ def open_app() -> Iterator[Callable[..., ExplorerApp]]:
         personas = None if read_only else PersonaStore(store, known_tools=sandbox_registry().names(),
                                                        clock=lambda: 1741942800.0)
         return ExplorerApp(
-            StoreSource(store), personas=personas, poll_interval=None,
+            StoreSource(store, label=path.name), personas=personas, poll_interval=None,
             chat_provider=provider or (lambda: FunctionModel(echo_model, name="echo")), **kwargs,
         )
 

@@ -1,0 +1,79 @@
+"""The runs table pages in from the source as the cursor nears the end, and refreshes live."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from explorer import ExplorerApp
+from explorer.components.runs_table import PAGE, RunsTable
+from tracer import Recorder, Store
+
+
+def _record(path: Path, count: int, start: int = 0) -> None:
+    with Store.open(path) as store:
+        recorder = Recorder(store)
+        for n in range(start, start + count):
+            run = recorder.start_run(agent="bulk", input=f"question {n}", session_id=f"s{n % 7}")
+            run.end("answered", output=f"answer {n}", tokens_in=10, tokens_out=n)
+
+
+@pytest.fixture
+def many(tmp_path: Path) -> Path:
+    path = tmp_path / "many.duckdb"
+    _record(path, PAGE * 2 + 50)
+    return path
+
+
+async def test_only_the_first_page_is_read_until_the_cursor_nears_its_end(
+    open_app: Callable[..., ExplorerApp], many: Path, settle: Any
+) -> None:
+    app = open_app(many, read_only=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(RunsTable)
+        assert table.row_count == PAGE and table.total == PAGE * 2 + 50
+        assert "100 of 250 runs loaded" in str(app.screen.query_one("#runs-status").render())
+        await pilot.press("end")  # the cursor to the last loaded row: the next page comes in
+        await settle(pilot)
+        assert table.row_count == PAGE * 2
+        await pilot.press("end")
+        await settle(pilot)
+        assert table.row_count == PAGE * 2 + 50
+        inputs = [table.runs[str(table.coordinate_to_cell_key((i, 0))[0].value)].input for i in (0, 249)]
+        assert inputs == ["question 249", "question 0"], "newest first, no run twice, none skipped"
+
+
+async def test_a_live_source_shows_new_runs_without_moving_the_cursor(
+    open_app: Callable[..., ExplorerApp], tmp_path: Path, settle: Any
+) -> None:
+    path = tmp_path / "live.duckdb"
+    _record(path, 3)
+    app = open_app(path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(RunsTable)
+        await pilot.press("down")
+        watched = table.current_run_id
+        recorder = Recorder(app.source.store)  # type: ignore[attr-defined]
+        run = recorder.start_run(agent="late", input="a new question")
+        run.end("answered", output="a new answer")
+        app.source.store.flush()  # type: ignore[attr-defined]
+        table.check_for_new()
+        await settle(pilot)
+        assert table.row_count == 4 and table.runs[next(iter(table.runs))].agent == "late"
+        assert table.current_run_id == watched
+
+
+async def test_an_empty_store_says_how_to_get_runs(
+    open_app: Callable[..., ExplorerApp], tmp_path: Path, settle: Any
+) -> None:
+    path = tmp_path / "empty.duckdb"
+    Store.open(path).close()
+    app = open_app(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "no runs yet" in str(app.screen.query_one("#runs-status").render())
