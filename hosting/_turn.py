@@ -54,6 +54,7 @@ class TurnState:
     last_had_calls: bool = False
     interrupt: bool = False  # set by a shutdown that cancels the run: store it to finish later
     started_at: float = field(default_factory=time.time)
+    failure: Exception | None = None  # a sync checkpoint that could not be saved
     save_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -126,9 +127,13 @@ class SessionTurns:
 
     async def finish(self, state: TurnState, result: RunResult, *, recovered: dict[str, Any] | None = None) -> TurnReply:
         """Persist what the run left behind and build the reply."""
+        if state.failure is not None:
+            raise state.failure  # a sync checkpoint failed (another writer, or the store): nothing more is saved
         conversation = state.agent.memory.require(state.conversation_id)
         interrupted = result.status == "cancelled" and state.interrupt
-        if result.status in ("failed", "cancelled") and not interrupted:
+        if interrupted:
+            drop_unfinished_results(conversation, state.tool_results)
+        elif result.status in ("failed", "cancelled"):
             seal_dangling_calls(conversation, state.tool_results, result.run_id)
         if interrupted:
             reply = TurnReply(
@@ -170,7 +175,22 @@ class SessionTurns:
         }
 
     async def checkpoint(self, state: TurnState) -> None:
-        """Persist the turn as it stands (a ``running`` marker, the conversation, finished tool results)."""
+        """Persist the turn as it stands (a ``running`` marker, the conversation, finished tool results).
+
+        A checkpoint that cannot be saved stops the run: under ``sync`` a step that is not durable
+        must not be followed by more steps (and a version conflict means another writer owns the
+        session now). :meth:`finish` then raises the error.
+        """
+        if state.failure is not None:
+            return
+        try:
+            await self._checkpoint(state)
+        except Exception as exc:
+            state.failure = exc
+            state.agent.cancel()
+            raise
+
+    async def _checkpoint(self, state: TurnState) -> None:
         async with state.save_lock:
             conversation = state.agent.memory.require(state.conversation_id)
             envelope = Envelope(
@@ -280,6 +300,24 @@ def seal_dangling_calls(conversation: Conversation, known: dict[str, dict[str, A
         body = {"call_id": call_id, "name": name, "content": content, "is_error": is_error}
         messages.append(ContextItem(Item(ItemKind.TOOL_RESULT, body), origin))
         answered.add(call_id)
+
+
+def drop_unfinished_results(conversation: Conversation, finished: dict[str, dict[str, Any]]) -> None:
+    """Remove the "cancelled" results a stopped batch left for calls that never finished.
+
+    A turn stopped by a shutdown is finished later; its calls without a real result must run
+    then, so their placeholders are not stored as if they were results.
+    """
+    messages = conversation.messages
+    end = len(messages)
+    while end > 0 and messages[end - 1].item.kind == ItemKind.TOOL_RESULT:
+        end -= 1
+    start = end
+    while start > 0 and messages[start - 1].item.kind == ItemKind.TOOL_CALL:
+        start -= 1
+    batch = {m.item.body.get("id") for m in messages[start:end]}
+    messages[end:] = [m for m in messages[end:]
+                      if m.item.body.get("call_id") not in batch or m.item.body.get("call_id") in finished]
 
 
 def new_anonymous_id() -> str:
