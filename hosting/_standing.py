@@ -220,8 +220,6 @@ class StandingAgent:
             reply = TurnReply.from_dict(marker.get("reply") or {"status": "answered"})
             reply.replayed = True
             return reply
-        if emit is not None:
-            emit("turn", {"session_id": session_id, "kind": "resume" if decision is not None else "run"})
         recovered: dict[str, Any] | None = None
         if envelope is not None and needs_recovery(envelope, shared=self.sessions.shared, host_id=self.host_id):
             done = await recover(self._turns, agent, envelope, emit)
@@ -249,6 +247,8 @@ class StandingAgent:
                 )
             pause = None
             state = self._turns.hydrate(agent, session_id, envelope, kind="run", text=message, turn_id=turn_id)
+        if emit is not None:
+            emit("turn", {"session_id": session_id, "kind": state.kind})
         try:
             result = await self._turns.run(state, pause=pause, emit=emit)
             return await self._turns.finish(state, result, recovered=recovered)
@@ -309,6 +309,7 @@ class StandingAgent:
             "messages": len(envelope.conversation.get("messages", [])), "created_at": envelope.created_at,
             "updated_at": envelope.updated_at, "last_run_id": envelope.last_run_id,
             "active": self._is_active(session_id), "running": session_id in self.running_sessions(),
+            "turn": (envelope.turn or {}).get("state"), "persisted_tool_results": sorted(envelope.tool_results),
         }
 
     async def delete_session(self, session_id: str) -> bool:

@@ -1,0 +1,187 @@
+"""The HTTP host in process: routes, auth, size limits, JSON errors for bad input, SSE, OpenAPI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from agent.providers import FunctionModel, ModelRequest, calls
+from hosting import InMemorySessions, StandingAgent, create_app, standing_agent
+from tests.hosting.hostkit import ask_tool, make_agent
+from tracer import Recorder, Store
+
+TOKEN = "s3cret"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _answer(request: ModelRequest) -> Any:
+    text = request.last_user_text()
+    if text == "ask me" and not any(ci.item.kind == "tool_result" for ci in request.context):
+        return calls(("ask_person", {}))
+    results = [ci.item.body["content"] for ci in request.context if ci.item.kind == "tool_result"]
+    return f"you said {results[-1]}" if results and text == "ask me" else f"echo: {text}"
+
+
+@pytest.fixture
+async def host(store: Store) -> AsyncIterator[StandingAgent]:
+    h = standing_agent(
+        agent_factory=lambda: make_agent(FunctionModel(_answer), recorder=Recorder(store), tools=[ask_tool()]),
+        sessions=InMemorySessions(), recordings=store,
+    )
+    yield h
+    await h.close()
+
+
+@pytest.fixture
+async def client(host: StandingAgent) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(host, token=TOKEN, max_body_bytes=2048)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://host") as c:
+        yield c
+
+
+async def test_send_a_turn_and_list_the_sessions_runs(client: httpx.AsyncClient) -> None:
+    reply = await client.post("/v1/turns", json={"message": "hello", "session_id": "alice"}, headers=AUTH)
+    assert reply.status_code == 200
+    body = reply.json()
+    assert (body["status"], body["answer"], body["session_id"]) == ("answered", "echo: hello", "alice")
+    runs = (await client.get("/v1/sessions/alice/runs", headers=AUTH)).json()["runs"]
+    assert [r["id"] for r in runs] == [body["run_id"]]
+    info = (await client.get("/v1/sessions/alice", headers=AUTH)).json()
+    assert (info["status"], info["messages"], info["awaiting"]) == ("answered", 2, False)
+    sessions = (await client.get("/v1/sessions", headers=AUTH)).json()["sessions"]
+    assert [(s["session_id"], s["status"]) for s in sessions] == [("alice", "answered")]
+    assert (await client.delete("/v1/sessions/alice", headers=AUTH)).json() == {"deleted": "alice"}
+    assert (await client.get("/v1/sessions/alice", headers=AUTH)).status_code == 404
+
+
+async def test_awaiting_is_a_reply_not_a_failure_and_the_decision_route_resumes(client: httpx.AsyncClient) -> None:
+    paused = await client.post("/v1/turns", json={"message": "ask me", "session_id": "bob"}, headers=AUTH)
+    assert paused.status_code == 200
+    assert (paused.json()["status"], paused.json()["question"]) == ("awaiting", "Which day?")
+    refused = await client.post("/v1/turns", json={"message": "hello?", "session_id": "bob"}, headers=AUTH)
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "awaiting_decision"
+    done = await client.post("/v1/sessions/bob/decision", json={"decision": "Friday"}, headers=AUTH)
+    assert (done.status_code, done.json()["answer"]) == (200, "you said Friday")
+    again = await client.post("/v1/sessions/bob/decision", json={"decision": "Friday"}, headers=AUTH)
+    assert again.status_code == 409 and again.json()["error"]["code"] == "not_awaiting"
+
+
+async def test_a_decision_in_the_turn_body_resumes_too(client: httpx.AsyncClient) -> None:
+    await client.post("/v1/turns", json={"message": "ask me", "session_id": "carol"}, headers=AUTH)
+    done = await client.post("/v1/turns", json={"session_id": "carol", "decision": "Monday"}, headers=AUTH)
+    assert done.json()["answer"] == "you said Monday"
+
+
+async def test_stream_sends_server_sent_events_ending_with_the_reply(client: httpx.AsyncClient) -> None:
+    async with client.stream("POST", "/v1/turns/stream", json={"message": "hi", "session_id": "dan"},
+                             headers=AUTH) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        raw = (await response.aread()).decode()
+    events = [(block.split("\n")[0].removeprefix("event: "), json.loads(block.split("\n")[1].removeprefix("data: ")))
+              for block in raw.strip().split("\n\n")]
+    names = [name for name, _ in events]
+    assert names[0] == "turn" and "text" in names and "inference" in names and names[-1] == "reply"
+    assert events[-1][1]["answer"] == "echo: hi"
+    assert "".join(data["text"] for name, data in events if name == "text") == "echo: hi"
+
+
+async def test_a_refused_stream_is_a_plain_json_error(client: httpx.AsyncClient, host: StandingAgent) -> None:
+    await client.post("/v1/turns", json={"message": "ask me", "session_id": "erin"}, headers=AUTH)
+    refused = await client.post("/v1/turns/stream", json={"message": "x", "session_id": "erin"}, headers=AUTH)
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "awaiting_decision"
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "needle"),
+    [
+        ('{"message": "hi"', "invalid_json", "not valid JSON"),
+        ("[1, 2]", "invalid_request", "body"),
+        ('{"message": ""}', "invalid_request", "non-empty `message`"),
+        ('{"message": 5}', "invalid_request", "message"),
+        ('{"message": "hi", "session_id": "has spaces"}', "invalid_request", "session_id"),
+        ('{"message": "hi", "colour": "red"}', "invalid_request", "colour"),
+        ('{"decision": "yes"}', "invalid_request", "session_id"),
+    ],
+)
+async def test_bad_input_gets_a_clear_4xx_json_error(client: httpx.AsyncClient, body: str, code: str,
+                                                    needle: str) -> None:
+    response = await client.post("/v1/turns", content=body, headers={**AUTH, "Content-Type": "application/json"})
+    assert 400 <= response.status_code < 500
+    error = response.json()["error"]
+    assert error["code"] == code and needle in error["message"]
+    assert "Traceback" not in response.text
+
+
+async def test_oversized_bodies_are_refused_with_413(client: httpx.AsyncClient) -> None:
+    big = await client.post("/v1/turns", json={"message": "x" * 5000, "session_id": "f"}, headers=AUTH)
+    assert big.status_code == 413 and big.json()["error"]["code"] == "too_large"
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted while it streams
+        yield b'{"message": "'
+        for _ in range(10):
+            yield b"x" * 500
+        yield b'"}'
+
+    streamed = await client.post("/v1/turns", content=chunks(), headers={**AUTH, "Content-Type": "application/json"})
+    assert streamed.status_code == 413
+
+
+async def test_the_token_is_required_except_for_health(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/v1/health")).json()["status"] == "ok"
+    for method, path in (("GET", "/v1/sessions"), ("GET", "/v1/recordings/runs"), ("POST", "/v1/turns")):
+        response = await client.request(method, path, json={"message": "hi"})
+        assert response.status_code == 401 and response.json()["error"]["code"] == "unauthorized"
+        assert response.headers["www-authenticate"] == "Bearer"
+    wrong = await client.get("/v1/sessions", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+
+
+async def test_an_unreadable_session_is_a_json_500_naming_it(client: httpx.AsyncClient, host: StandingAgent) -> None:
+    await client.post("/v1/turns", json={"message": "hello", "session_id": "gus"}, headers=AUTH)
+    await host.sessions.write_raw("gus", "garbage")  # type: ignore[attr-defined]
+    response = await client.post("/v1/turns", json={"message": "hello", "session_id": "gus"}, headers=AUTH)
+    assert response.status_code == 500
+    assert response.json()["error"] == {"code": "unreadable_session", "session_id": "gus",
+                                        "message": response.json()["error"]["message"]}
+    assert "'gus'" in response.json()["error"]["message"]
+
+
+async def test_a_second_turn_while_one_runs_is_409(store: Store) -> None:
+    release = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> str:
+        await release.wait()
+        return "slow"
+
+    h = standing_agent(agent_factory=lambda: make_agent(FunctionModel(slow)))
+    app = create_app(h, recordings=store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://host") as c:
+        first = asyncio.ensure_future(c.post("/v1/turns", json={"message": "a", "session_id": "s"}))
+        while not h.running_sessions():
+            await asyncio.sleep(0.01)
+        busy = await c.post("/v1/turns", json={"message": "b", "session_id": "s"})
+        assert busy.status_code == 409 and busy.json()["error"]["code"] == "session_busy"
+        release.set()
+        assert (await first).json()["answer"] == "slow"
+    await h.close()
+
+
+async def test_the_openapi_spec_lists_every_route(client: httpx.AsyncClient) -> None:
+    spec = (await client.get("/openapi.json")).json()
+    assert {"/v1/turns", "/v1/turns/stream", "/v1/sessions", "/v1/sessions/{session_id}/decision",
+            "/v1/sessions/{session_id}/runs", "/v1/recordings/runs", "/v1/recordings/runs/{run_id}",
+            "/v1/recordings/runs/{run_id}/why", "/v1/health"} <= set(spec["paths"])
+    assert "TurnRequest" in spec["components"]["schemas"]
+
+
+async def test_recordings_routes_answer_404_for_unknown_runs(client: httpx.AsyncClient) -> None:
+    response = await client.get("/v1/recordings/runs/r-nope", headers=AUTH)
+    assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+    bad = await client.get("/v1/recordings/runs?limit=-1", headers=AUTH)
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_request"
