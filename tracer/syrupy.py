@@ -41,6 +41,8 @@ class _Names:
     def __init__(self, runs: Sequence[RunData]) -> None:
         self.ids: dict[str, str] = {}
         self.items: dict[str, int] = {}
+        self._printed: set[str] = set()
+        self._hashes = {h for data in runs for h in data.items}
         self._counts: dict[str, int] = {}
         for number, data in enumerate(runs, 1):
             self.ids[data.run.id] = f"R{number}"
@@ -67,6 +69,10 @@ class _Names:
             re.compile("|".join(rf"(?<![\w-]){re.escape(i)}(?![\w-])" for i in long_ids)) if long_ids else None
         )
 
+    def other(self, value: str, kind: str) -> str:
+        """The placeholder of an id outside the rendered runs (``run#1``, ``stage#2``)."""
+        return self._name(value, kind)
+
     def _name(self, value: str, kind: str) -> str:
         if value not in self.ids:
             self._counts[kind] = self._counts.get(kind, 0) + 1
@@ -81,12 +87,17 @@ class _Names:
             return f"S{run.stage(stage_id).seq}"
         return self.ids.get(stage_id) or self._name(stage_id, "stage")
 
-    def item(self, item_hash: str) -> tuple[str, bool]:
-        """The item's placeholder and whether this is its first appearance."""
-        first = item_hash not in self.items
-        if first:
+    def item_label(self, item_hash: str) -> str:
+        """The item's placeholder, ``#n`` by first mention."""
+        if item_hash not in self.items:
             self.items[item_hash] = len(self.items) + 1
-        return f"#{self.items[item_hash]}", first
+        return f"#{self.items[item_hash]}"
+
+    def item(self, item_hash: str) -> tuple[str, bool]:
+        """The item's placeholder and whether this is the first time it is listed (printed in full)."""
+        first = item_hash not in self._printed
+        self._printed.add(item_hash)
+        return self.item_label(item_hash), first
 
     def text(self, value: str) -> str:
         """``value`` with every id it mentions replaced by its placeholder."""
@@ -95,7 +106,12 @@ class _Names:
         if self._embedded is not None:
             value = self._embedded.sub(lambda m: self.ids[m.group(0)], value)
         value = _GENERATED_ID.sub(lambda m: self._name(m.group(0), "id"), value)
-        return _UUID_HEX.sub(lambda m: self._name(m.group(0), "uuid"), value)
+        return _UUID_HEX.sub(self._hex, value)
+
+    def _hex(self, match: re.Match[str]) -> str:
+        # a content hash of a rendered item is named like the item; anything else is an opaque id
+        text = match.group(0)
+        return self.item_label(text) if text in self._hashes else self._name(text, "uuid")
 
     def value(self, value: Any) -> Any:
         """A JSON value with ids replaced in every string (keys and values)."""
@@ -143,9 +159,9 @@ class _Renderer:
         if run.labels:
             self.lines.append(f"  labels: {', '.join(run.labels)}")
         if run.forked_from_run:
-            fork = n.ids.get(run.forked_from_run) or n.text(run.forked_from_run)
-            at = n.ids.get(run.forked_from_stage or "", run.forked_from_stage or "")
-            self.lines.append(f"  forked from {fork} at {n.text(at)}: {_compact(n.value(run.fork_edit))}")
+            fork = n.ids.get(run.forked_from_run) or n.other(run.forked_from_run, "run")
+            at = n.ids.get(run.forked_from_stage or "") or n.other(run.forked_from_stage or "?", "stage")
+            self.lines.append(f"  forked from {fork} at {at}: {_compact(n.value(run.fork_edit))}")
         if run.attributes:
             self.lines.append(f"  attributes: {_compact(n.value(run.attributes))}")
         self.lines.append("")

@@ -11,19 +11,33 @@ from __future__ import annotations
 from typing import Any
 
 from agent import Agent, tool
-from agent.demo import run_demo
+from agent.demo import DemoResult, run_demo
 from agent.errors import ProviderError
 from agent.providers import ScriptedModel, calls
 from agent.providers._demo import OfflineDemoModel
 from tracer import Recorder, Store
 
 
+async def _demo(store: Store) -> DemoResult:
+    result = await run_demo(store, provider=OfflineDemoModel(), echo=lambda _line: None, session_id="maya-snapshot")
+    assert [r.status for r in result.results] == ["answered", "answered", "answered"]
+    return result
+
+
 async def test_the_demo_session(footprint_snapshot: Any, footprint_store: Store) -> None:
     """Maya's three turns: the move to Lisbon, the wrong "near your home in Berlin", the parallel batch."""
-    result = await run_demo(footprint_store, provider=OfflineDemoModel(), echo=lambda _line: None,
-                            session_id="maya-snapshot")
-    assert [r.status for r in result.results] == ["answered", "answered", "answered"]
-    assert footprint_snapshot == footprint_store
+    result = await _demo(footprint_store)
+    assert footprint_snapshot == [footprint_store.load_run(r.run_id) for r in result.results]
+
+
+async def test_the_demo_blame_forks(footprint_snapshot: Any, footprint_store: Store) -> None:
+    """The counterfactual runs the demo's blame forks from the wrong answer, each with its edit."""
+    result = await _demo(footprint_store)
+    turns = {r.run_id for r in result.results}
+    forks = [r for r in footprint_store.list_runs(limit=1000) if r.id not in turns]
+    assert forks and all(r.forked_from_run == result.wrong_run_id for r in forks)
+    ordered = sorted(forks, key=lambda r: (r.started_at, r.id))
+    assert footprint_snapshot == [footprint_store.load_run(r.id) for r in ordered]
 
 
 @tool()
