@@ -72,6 +72,32 @@ def sandbox(db: Path) -> None:
         store.close()
 
 
+@click.command("up")
+@click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), envvar="FOOTPRINT_DB",
+              default=DEFAULT_PATH, show_default=True, help="The store the host records into and owns.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="The port the host's HTTP API listens on, on 127.0.0.1 (0: any free port).")
+@click.option("--token", envvar="FOOTPRINT_TOKEN", help="Require this bearer token on the host's API.")
+@click.option("--agent", "agent_spec", default="demo", show_default=True,
+              help="The agent to host: demo (the personal assistant), or MODULE:CALLABLE taking recorder=.")
+@click.option("--durability", type=click.Choice(["exit", "sync"]), default="exit", show_default=True,
+              help="When sessions and recordings become durable (see footprint serve).")
+def up(db: Path, port: int, token: str | None, agent_spec: str, durability: str) -> None:
+    """Start the standing-agent host and the explorer in one process.
+
+    The explorer opens on the host's live sessions, with a chat to talk to one and its runs as they
+    are recorded; escape shows every recording. Other processes can attach with
+    `footprint explore --host http://127.0.0.1:PORT`. Closing the explorer stops the host
+    (running turns get 10 s to finish, then are stored to finish later).
+    """
+    _need_terminal("up")
+    from ._host import agent_builder
+    from ._host import up as run_up
+
+    run_up(db, agent_builder(agent_spec), port=port, token=token, durability=durability)
+    click.echo("footprint: host stopped; sessions and recordings flushed.", err=True)
+
+
 def commands() -> list[click.Command]:
     """The explorer's commands, for :func:`explorer.cli.register`."""
-    return [explore, sandbox]
+    return [explore, sandbox, up]

@@ -71,6 +71,10 @@ class RecordingSource(Protocol):
         """The evidence for the run's answer (or for an item of the run)."""
         ...
 
+    def flush(self) -> None:
+        """Make what this process has recorded visible to the reads above (blocking)."""
+        ...
+
 
 class StoreSource:
     """Recordings in a :class:`tracer.Store` opened by this process."""
@@ -117,6 +121,11 @@ class StoreSource:
     def why(self, run_id: str, item: str | None = None) -> Evidence:
         """The evidence graph, walked over this store."""
         return why(self.store, run_id, item)
+
+    def flush(self) -> None:
+        """Wait until the store's writer has committed what was recorded so far."""
+        if not self.store.read_only:
+            self.store.flush()
 
 
 class RecordingsClientLike(Protocol):
@@ -194,6 +203,10 @@ class HostSource:
             return evidence_from_dict(result)
         except ValueError as exc:
             raise SourceError(f"{self.label} sent evidence for run {run_id} the explorer cannot read: {exc}") from exc
+
+
+    def flush(self) -> None:
+        """Nothing to do: the host commits its own recordings."""
 
 
 def _run(value: Run | dict[str, Any]) -> Run:

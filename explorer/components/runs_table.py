@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
@@ -80,9 +80,10 @@ class RunsTable(DataTable[str | Text]):
             super().__init__()
             self.error = error
 
-    def __init__(self, source: RecordingSource, *, id: str | None = None) -> None:
+    def __init__(self, source: RecordingSource, *, hide: tuple[str, ...] = (), id: str | None = None) -> None:
         super().__init__(cursor_type="row", id=id)
         self.source = source
+        self.hide = hide  # columns left out (the session column, in a table of one session's runs)
         self.where = RunFilter()
         self.total = 0
         self.runs: dict[str, Run] = {}
@@ -91,14 +92,28 @@ class RunsTable(DataTable[str | Text]):
         self._keep: str | None = None
 
     def on_mount(self) -> None:
-        width = self.size.width or self.app.size.width
-        answer = max(12, width - sum(w for _, w in _FIXED) - 2 * (len(_FIXED) + 1) - 2)
-        for label, w in _FIXED[:4]:
-            self.add_column(label, width=w, key=label)
-        self.add_column("answer", width=answer, key="answer")
-        for label, w in _FIXED[4:]:
-            self.add_column(label, width=w, key=label)
+        self._columns(self.size.width or self.app.size.width)
         self.reload()
+
+    def _columns(self, width: int) -> None:
+        """(Re)make the columns so the answer takes the width the others leave."""
+        fixed = [(label, w) for label, w in _FIXED if label not in self.hide]
+        answer = max(10, width - sum(w for _, w in fixed) - 2 * (len(fixed) + 1) - 2)
+        if "answer" in self.columns and self.columns["answer"].width == answer:  # type: ignore[index]
+            return
+        cursor = self.cursor_row
+        self.clear(columns=True)
+        for label, w in fixed:
+            self.add_column(label, width=w, key=label)
+            if label == "status":
+                self.add_column("answer", width=answer, key="answer")
+        for run in self.runs.values():
+            self.add_row(*self._cells(run), key=run.id)
+        if self.row_count:
+            self.move_cursor(row=min(cursor, self.row_count - 1), animate=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._columns(event.size.width)
 
     # ------------------------------------------------------------------ loading
 
@@ -160,11 +175,13 @@ class RunsTable(DataTable[str | Text]):
         answer_width = self.columns["answer"].width if "answer" in self.columns else 30  # type: ignore[index]
         preview = run.output if run.output is not None else (run.error or run.input)
         style = "" if run.output is not None else "dim"
-        return (
-            clock(run.started_at, seconds=False), head(run.session_id, 10), one_line(run.agent, 9),
-            status_text(run.status), Text(one_line(preview, answer_width), style=style),
-            tokens(run.tokens_in + run.tokens_out), cost_short(run.cost),
-        )
+        cells: dict[str, str | Text] = {
+            "time": clock(run.started_at, seconds=False), "session": head(run.session_id, 10),
+            "agent": one_line(run.agent, 9), "status": status_text(run.status),
+            "answer": Text(one_line(preview, answer_width), style=style),
+            "tok": tokens(run.tokens_in + run.tokens_out), "cost": cost_short(run.cost),
+        }
+        return tuple(cells[str(key.value)] for key in self.columns)
 
     def _maybe_more(self) -> None:
         if self._loading or len(self.runs) >= self.total:

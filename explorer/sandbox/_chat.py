@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from agent import Agent, AgentEvent, ConversationMemory, RunFinished, RunResult, ToolRegistry
-from agent.providers import FunctionModel, ModelRequest, OpenAIProvider, Provider
+from agent.demo import default_provider as demo_provider
+from agent.providers import Provider
 from tracer import ItemKind, Recorder
 
 from ._personas import Persona, PersonaStore
@@ -16,25 +16,8 @@ from ._tools import sandbox_registry
 
 
 def default_provider() -> Provider:
-    """The real model with ``OPENAI_API_KEY`` set; otherwise the offline demo model."""
-    if os.environ.get("OPENAI_API_KEY"):
-        return OpenAIProvider(os.environ.get("FOOTPRINT_MODEL") or None)
-    return offline_provider()
-
-
-def offline_provider() -> Provider:
-    """The offline demo model (deterministic; it reads its context and says what it is)."""
-    try:
-        from agent.providers import OfflineDemoModel  # type: ignore[attr-defined]
-    except ImportError:  # the demo model is not in this build: a plain stand-in that says so
-        return FunctionModel(_stand_in, name="offline-demo")
-    provider: Provider = OfflineDemoModel()
-    return provider
-
-
-def _stand_in(request: ModelRequest) -> str:
-    user = next((ci.item.text for ci in reversed(request.context) if ci.item.kind == ItemKind.USER), "")
-    return f"(offline demo model) You said: {user!r}. Set OPENAI_API_KEY to talk to a real model."
+    """The real model with ``OPENAI_API_KEY`` set (``FOOTPRINT_MODEL`` picks it); else the offline demo model."""
+    return demo_provider()
 
 
 @dataclass(frozen=True)

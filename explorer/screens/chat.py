@@ -52,7 +52,7 @@ class ChatScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(f"Chat with {self.persona.name} · /exit or ctrl+d ends and saves", id="chat-title")
-        yield RichLog(id="chat-log", wrap=True, markup=False, auto_scroll=True)
+        yield RichLog(id="chat-log", wrap=True, markup=False, auto_scroll=True, min_width=20)
         yield Input(placeholder="Say something (/exit to end)", id="chat-input", disabled=True)
         yield Footer()
 

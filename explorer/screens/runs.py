@@ -31,7 +31,7 @@ class RunsScreen(Screen[None]):
         Binding("w", "why", "Why"),
         Binding("r", "refresh", "Refresh", show=False),
         Binding("p", "sandbox", "Personas"),
-        Binding("o", "host", "Host", show=False),
+        Binding("o", "host", "Host"),
         Binding("q", "quit", "Quit"),
     ]
 

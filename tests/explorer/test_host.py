@@ -1,0 +1,142 @@
+"""The explorer next to a host: in one process (footprint up) and attached over HTTP (explore --host)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import RichLog
+
+from agent import Agent
+from agent.providers import FunctionModel
+from explorer import ExplorerApp, HostSource, StoreSource
+from explorer._host import InProcessHost, agent_builder, attach
+from explorer.components.runs_table import RunsTable
+from explorer.components.sessions_table import SessionsTable
+from explorer.errors import SourceError
+from explorer.screens.host import HostScreen
+from explorer.screens.why import WhyScreen
+from tracer import ItemKind, Recorder, Store
+
+
+def _echo(request: Any) -> str:
+    users = [ci.item.text for ci in request.context if ci.item.kind == ItemKind.USER]
+    return f"echo: {users[-1]} (message {len(users)})"
+
+
+def _echo_agent(recorder: Recorder) -> Agent:
+    return Agent("echo", provider=FunctionModel(_echo, name="echo"), recorder=recorder)
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[InProcessHost]:
+    store = Store.open(tmp_path / "host.duckdb")
+    try:
+        with InProcessHost(store, _echo_agent, port=0) as host:
+            yield host
+    finally:
+        store.close()
+
+
+def _log(screen: Any) -> str:
+    return "\n".join(line.text for line in screen.query_one(RichLog).lines)
+
+
+async def test_chat_with_a_session_and_watch_its_run_appear(running: InProcessHost, settle: Any) -> None:
+    client = running.client()
+    app = ExplorerApp(StoreSource(running.store, live=True), host=client, start="host", poll_interval=None)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, HostScreen)
+        await pilot.press(*"hello host", "enter")
+        await settle(pilot, rounds=8)
+        assert "agent: echo: hello host (message 1)" in _log(screen)
+        session = screen.session
+        assert session is not None and session.startswith("chat-")
+        sessions = screen.query_one(SessionsTable)
+        assert session in [s["session_id"] for s in sessions.sessions]
+        runs = screen.query_one(RunsTable)
+        assert [r.input for r in runs.runs.values()] == ["hello host"]
+        await pilot.press(*"and again", "enter")
+        await settle(pilot, rounds=8)
+        assert "echo: and again (message 2)" in _log(screen), "the session remembers the first turn"
+        assert len(runs.runs) == 2
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        assert getattr(app.screen, "run_id", None) == screen.last_run
+    client.close()
+
+
+async def test_attach_reads_runs_and_why_through_the_read_api(running: InProcessHost, settle: Any) -> None:
+    client = running.client()
+    client.send("first", session_id="s1")
+    client.close()
+    app = attach(running.url, poll_interval=None)
+    assert isinstance(app.source, HostSource)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, HostScreen)
+        await pilot.press("escape")
+        table = app.screen.query_one(RunsTable)
+        await settle(pilot)
+        [run] = table.runs.values()
+        assert run.input == "first" and run.session_id == "s1"
+        await pilot.press("w")
+        await settle(pilot)
+        why = app.screen
+        assert isinstance(why, WhyScreen) and why.evidence is not None
+        assert why.evidence.root.text == "echo: first (message 1)"
+    app.host.close()  # type: ignore[union-attr]
+
+
+def test_attach_names_a_host_that_is_not_there() -> None:
+    from hosting import HostClientError
+
+    with pytest.raises(HostClientError, match="cannot reach the footprint host"):
+        attach("http://127.0.0.1:9")
+
+
+def test_the_agent_to_host_is_demo_or_an_importable_callable() -> None:
+    assert callable(agent_builder("demo"))
+    assert callable(agent_builder("explorer.sandbox:sandbox_registry"))
+    with pytest.raises(SourceError, match="neither demo nor MODULE:CALLABLE"):
+        agent_builder("nonsense")
+    with pytest.raises(SourceError, match="cannot be loaded"):
+        agent_builder("no_such_module_xyz:build")
+
+
+class FakeHost:
+    """A host link with fixed sessions and a canned reply, for a stable snapshot."""
+
+    base_url = "http://127.0.0.1:8080"
+
+    def sessions(self) -> list[dict[str, Any]]:
+        return [
+            {"session_id": "trip-7f3a", "active": True, "running": False, "last_activity": 1741943160.0,
+             "status": "answered"},
+            {"session_id": "support-0042", "active": False, "running": False, "last_activity": 1741943820.0,
+             "status": "answered"},
+        ]
+
+    def send(self, message: str, session_id: str | None = None, decision: str | None = None) -> dict[str, Any]:
+        return {"status": "answered", "session_id": session_id, "run_id": "r-000003",
+                "answer": "How about Café Einstein near your home in Berlin, tomorrow at 10:00?"}
+
+
+def test_host_panel(snap_compare: Any, sample_path: Path, open_app: Callable[..., ExplorerApp]) -> None:
+    """The host panel: live sessions, the selected session's runs, and a chat."""
+    app = open_app(sample_path, read_only=True, host=FakeHost(), start="host")
+
+    async def run_before(pilot: Any) -> None:
+        for _ in range(3):
+            await pilot.app.workers.wait_for_complete()
+            await pilot.pause()
+        await pilot.press(*"Suggest a café near my home", "enter")
+        for _ in range(4):
+            await pilot.app.workers.wait_for_complete()
+            await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
