@@ -195,16 +195,23 @@ def _add_snapshot(
     hashes = [sent.get(ci.item.hash) or recorder._stored_hash(ci.item, bundle) for ci, _, _ in inputs]
     origins = [ci.origin for ci, _, _ in inputs]
     null, sep = NULL_MARK, UNIT_SEP
+    runs = [o.run_id for o in origins]
+    stages = [o.stage_id for o in origins]
+    sources = [o.source for o in origins]
+    dropped = [d for _, _, d in inputs]
     columns = (
         sep.join(hashes),
         sep.join([o.kind for o in origins]),
-        sep.join([null if o.run_id is None else o.run_id for o in origins]),
-        sep.join([null if o.stage_id is None else o.stage_id for o in origins]),
-        sep.join([null if o.source is None else o.source for o in origins]),
-        sep.join([null if d is None else d for _, _, d in inputs]),
+        *(sep.join([null if v is None else v for v in values]) for values in (runs, stages, sources, dropped)),
     )
     whole = "".join(columns)
-    if whole.count(sep) == 6 * (len(inputs) - 1) and ROW_SEP not in whole and CHUNK_SEP not in whole:
+    nulls = runs.count(None) + stages.count(None) + sources.count(None) + dropped.count(None)
+    if (
+        whole.count(sep) == 6 * (len(inputs) - 1)
+        and whole.count(null) == nulls
+        and ROW_SEP not in whole
+        and CHUNK_SEP not in whole
+    ):
         h, k, r, s, src, d = columns
         flags = "".join(["1" if included else "0" for _, included, _ in inputs])
         bundle.snapshots.append((run_id, stage_id, h, k, r, s, src, flags, d))

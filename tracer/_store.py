@@ -124,6 +124,11 @@ class Store:
                 # bigger file. A footprint store checkpoints at close and every 256 MB.
                 con.execute("SET checkpoint_threshold = '256MB'")
             cls._prepare(con, spath, read_only)
+        except duckdb.Error as exc:
+            con.close()
+            raise NotAStoreError(
+                f"{spath} is not a readable footprint store (corrupt or truncated?): {exc}"
+            ) from exc
         except BaseException:
             con.close()
             raise

@@ -1,0 +1,385 @@
+"""The DuckDB store: round trips, the schema version, bad files, read-only queries."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from tracer import (
+    ContextItem,
+    Edge,
+    Item,
+    NewerSchemaError,
+    NotAStoreError,
+    NotFoundError,
+    Origin,
+    Recorder,
+    RedactionPolicy,
+    RunFilter,
+    Store,
+    StoreError,
+    StoreLockedError,
+)
+from tracer._schema import SCHEMA_VERSION
+
+# ------------------------------------------------------------------ round trip (hypothesis)
+
+# Text that includes the control characters the writer uses as separators, NUL and non-ASCII.
+tricky = st.one_of(
+    st.text(max_size=30),
+    st.sampled_from(["", "\x1e", "\x1f", "\x1d", "\x1c", "a\x1eb", "\x00", "naïve ✓", "[REDACTED]"]),
+)
+maybe_text = st.one_of(st.none(), tricky)
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), tricky),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(tricky, inner, max_size=3)),
+    max_leaves=6,
+)
+items = st.one_of(
+    st.builds(lambda kind, text: Item.of_text(kind, text), st.sampled_from(["user", "assistant", "system", "memory"]),
+              tricky),
+    st.builds(lambda name, args: Item("tool_call", {"id": "c1", "name": name, "arguments": args}), tricky, json_values),
+    st.builds(lambda content: Item("tool_result", {"call_id": "c1", "name": "t", "content": content,
+                                                   "is_error": False}), tricky),
+)
+origins = st.builds(Origin, st.sampled_from(["stage", "user", "memory", "config", "x\x1fy"]), maybe_text, maybe_text,
+                    maybe_text)
+entries = st.tuples(items, origins, st.booleans(), maybe_text)
+stage_specs = st.lists(
+    st.fixed_dictionaries({
+        "kind": st.sampled_from(["input", "inference", "tool", "answer"]),
+        "name": tricky,
+        "inputs": st.lists(entries, max_size=6),
+        "outputs": st.lists(items, max_size=3),
+        "attributes": st.dictionaries(st.text(max_size=5), json_values, max_size=3),
+        "status": st.sampled_from(["ok", "error"]),
+        "error": maybe_text,
+    }),
+    max_size=5,
+)
+run_specs = st.lists(
+    st.fixed_dictionaries({
+        "input": tricky, "session": maybe_text, "labels": st.lists(tricky, max_size=3),
+        "stages": stage_specs, "status": st.sampled_from(["answered", "failed", "awaiting"]), "output": maybe_text,
+        "tokens": st.integers(0, 10**9), "cost": st.floats(0, 1e6, allow_nan=False),
+    }),
+    min_size=1, max_size=3,
+)
+
+
+def _record(store: Store, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Record ``specs`` and return what each run should read back as."""
+    recorder = Recorder(store, redaction=RedactionPolicy.none())
+    expected = []
+    for spec in specs:
+        run = recorder.start_run(agent="a", input=spec["input"], session_id=spec["session"], labels=spec["labels"])
+        stages = []
+        previous = None
+        for s in spec["stages"]:
+            stage = run.stage(s["kind"], s["name"], after=[previous] if previous else [])
+            stage.inputs([ContextItem(i, o) for i, o, inc, _ in s["inputs"] if inc],
+                         dropped=[(ContextItem(i, o), d or "window") for i, o, inc, d in s["inputs"] if not inc])
+            for item in s["outputs"]:
+                stage.output(item)
+            stage.set(**s["attributes"])
+            stage.close(s["status"], s["error"])
+            stages.append((stage, s))
+            previous = stage
+        run.end(spec["status"], output=spec["output"], tokens_in=spec["tokens"], cost=spec["cost"])
+        expected.append({"run": run, "spec": spec, "stages": stages})
+    store.flush()
+    return expected
+
+
+# no shrinking: each example opens a store, and shrinking one took minutes; the example is printed
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(run_specs)
+def test_random_runs_read_back_equal(specs: list[dict[str, Any]]) -> None:
+    store = Store.open(":memory:")
+    try:
+        for exp in _record(store, specs):
+            data = store.load_run(exp["run"].id)
+            spec = exp["spec"]
+            assert (data.run.input, data.run.session_id, data.run.status, data.run.output) == (
+                spec["input"], spec["session"], spec["status"], spec["output"])
+            assert list(data.run.labels) == spec["labels"]
+            assert (data.run.tokens_in, data.run.cost) == (spec["tokens"], spec["cost"])
+            assert [s.id for s in data.stages] == [st_.id for st_, _ in exp["stages"]]
+            for (recorded, s), stored in zip(exp["stages"], data.stages, strict=True):
+                # an empty stage name defaults to the kind
+                assert (stored.kind, stored.name, stored.status, stored.error) == (
+                    s["kind"], s["name"] or s["kind"], s["status"], s["error"])
+                assert stored.started_at == recorded.started_at
+                assert stored.attributes == s["attributes"]
+                sent = [(i, o, True, None) for i, o, inc, _ in s["inputs"] if inc]
+                left = [(i, o, False, d or "window") for i, o, inc, d in s["inputs"] if not inc]
+                got = data.inputs.get(stored.id, [])
+                assert [e.position for e in got] == list(range(len(sent) + len(left)))
+                for entry, (item, origin, included, dropped_by) in zip(got, sent + left, strict=True):
+                    assert entry.item_hash == item.hash
+                    assert data.items[entry.item_hash].body == item.body
+                    assert (entry.origin, entry.included, entry.dropped_by) == (origin, included, dropped_by)
+                assert data.outputs.get(stored.id, []) == [i.hash for i in s["outputs"]]
+            assert set(data.edges) == {
+                Edge(data.run.id, a.id, b.id, "next") for (a, _), (b, _) in zip(exp["stages"], exp["stages"][1:])
+            }
+    finally:
+        store.close()
+
+
+def test_many_rows_in_one_batch_round_trip(tmp_path: Path) -> None:
+    """More rows than one chunk of the packed encoding, with some values that force the fallback."""
+    store = Store.open(tmp_path / "s.duckdb")
+    recorder = Recorder(store, redaction=RedactionPolicy.none())
+    run = recorder.start_run(agent="a", input="x")
+    ids = []
+    for n in range(1500):
+        with run.stage("tool", f"t{n}" if n != 700 else "odd\x1ename") as stage:
+            stage.inputs([ContextItem(Item.of_text("user", f"m{n}"), Origin("user", source=f"s{n}"))])
+            stage.output(Item.of_text("assistant", "" if n % 2 else f"r{n}"))
+        ids.append(stage.id)
+    run.end("answered", output="")
+    store.close()
+    with Store.open(tmp_path / "s.duckdb", read_only=True) as reader:
+        data = reader.load_run(run.id)
+    assert [s.id for s in data.stages] == ids
+    assert data.stages[700].name == "odd\x1ename"
+    assert data.run.output == ""
+    assert data.items[data.outputs[ids[1]][0]].text == ""
+    assert data.inputs[ids[1499]][0].origin.source == "s1499"
+
+
+def test_items_are_stored_once(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s.duckdb")
+    recorder = Recorder(store)
+    system = ContextItem(Item.of_text("system", "be brief"), Origin("config", source="persona"))
+    for _ in range(3):
+        run = recorder.start_run(agent="a", input="hi")
+        for _ in range(4):
+            with run.stage("inference") as stage:
+                stage.inputs([system])
+        run.end("answered")
+    # a second recorder (a later process) writes the same item again: no duplicate, no error
+    run = Recorder(store).start_run(agent="a", input="hi")
+    with run.stage("inference") as stage:
+        stage.inputs([system])
+    run.end("answered")
+    store.flush()
+    assert store.query("SELECT count(*) FROM items WHERE text = 'be brief'") == [(1,)]
+    assert store.query("SELECT count(*) FROM context WHERE text = 'be brief'") == [(13,)]
+    store.close()
+
+
+# ------------------------------------------------------------------ reading API
+
+
+def _small_store(path: Path) -> tuple[Store, list[str]]:
+    store = Store.open(path)
+    recorder = Recorder(store)
+    ids = []
+    for n, (session, agent, status) in enumerate([("s1", "a", "answered"), ("s1", "a", "failed"),
+                                                  ("s2", "b", "answered")]):
+        run = recorder.start_run(agent=agent, input=f"question {n}", session_id=session, labels=["demo"])
+        run.end(status, output=f"answer {n}")
+        ids.append(run.id)
+    store.flush()
+    return store, ids
+
+
+def test_list_filter_and_resolve(tmp_path: Path) -> None:
+    store, ids = _small_store(tmp_path / "s.duckdb")
+    assert [r.id for r in store.list_runs()] == ids[::-1]
+    assert [r.id for r in store.list_runs(RunFilter(session_id="s1"))] == ids[1::-1]
+    assert store.count_runs(RunFilter(status="failed")) == 1
+    assert [r.id for r in store.list_runs(RunFilter(agent="b"))] == [ids[2]]
+    assert store.count_runs(RunFilter(label="demo")) == 3
+    assert store.resolve_run_id("last") == ids[2]
+    assert store.resolve_run_id(ids[0]) == ids[0]
+    assert store.resolve_run_id(ids[0][:-3]) == ids[0]
+    with pytest.raises(NotFoundError, match="several runs"):
+        store.resolve_run_id("r-")
+    with pytest.raises(NotFoundError, match="no run matches"):
+        store.resolve_run_id("r-zzz")
+    assert [r.id for r in store.session_runs("s1")] == ids[:2]
+    store.close()
+
+
+def test_read_query_refuses_writes(tmp_path: Path) -> None:
+    store, ids = _small_store(tmp_path / "s.duckdb")
+    columns, rows = store.read_query("SELECT id, status FROM runs ORDER BY started_at")
+    assert columns == ["id", "status"] and [r[0] for r in rows] == ids
+    for sql in ("DELETE FROM fp_run", "SELECT 1; SELECT 2", "ATTACH 'x.db'", "COPY fp_run TO 'x.csv'"):
+        with pytest.raises(StoreError):
+            store.read_query(sql)
+    with pytest.raises(StoreError, match="failed"):
+        store.read_query("SELECT nope FROM runs")
+    assert store.count_runs() == 3
+    store.close()
+
+
+def test_views_are_documented_and_queryable(tmp_path: Path) -> None:
+    store, _ = _small_store(tmp_path / "s.duckdb")
+    for view in ("runs", "stages", "edges", "context", "outputs", "items"):
+        store.query(f"SELECT * FROM {view} LIMIT 1")
+    store.close()
+
+
+# ------------------------------------------------------------------ the schema version
+
+
+def test_a_new_store_has_a_version_table(tmp_path: Path) -> None:
+    Store.open(tmp_path / "s.duckdb").close()
+    con = duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True)
+    meta = dict(con.execute("SELECT key, value FROM fp_meta").fetchall())
+    con.close()
+    assert meta == {"application": "footprint", "schema_version": str(SCHEMA_VERSION)}
+
+
+def test_an_older_store_is_migrated_when_opened_for_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracer._schema as schema
+    import tracer._store as store_module
+
+    path = tmp_path / "s.duckdb"
+    store, ids = _small_store(path)
+    store.close()
+    # pretend the file is at version N and this footprint knows version N+1 with one migration
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(store_module, "MIGRATIONS", {
+        **schema.MIGRATIONS, SCHEMA_VERSION: "ALTER TABLE fp_run ADD COLUMN IF NOT EXISTS note VARCHAR;"})
+    with pytest.raises(StoreError, match="open it once for writing"):
+        Store.open(path, read_only=True)
+    Store.open(path).close()
+    con = duckdb.connect(str(path), read_only=True)
+    assert con.execute("SELECT value FROM fp_meta WHERE key = 'schema_version'").fetchone() == (
+        str(SCHEMA_VERSION + 1),)
+    assert "note" in [c[0] for c in con.execute("DESCRIBE fp_run").fetchall()]
+    assert con.execute("SELECT count(*) FROM fp_run").fetchone() == (3,)
+    con.close()
+
+
+# ------------------------------------------------------------------ bad files are refused, never changed
+
+
+def _fingerprint(path: Path) -> tuple[bytes, int]:
+    return path.read_bytes(), path.stat().st_mtime_ns
+
+
+def _duckdb_file(path: Path, sql: str) -> None:
+    con = duckdb.connect(str(path))
+    con.execute(sql)
+    con.close()
+
+
+def _assert_refused(path: Path, error: type[Exception], match: str) -> None:
+    before = _fingerprint(path)
+    for read_only in (False, True):
+        with pytest.raises(error, match=match) as info:
+            Store.open(path, read_only=read_only)
+        assert str(path) in str(info.value)
+    assert _fingerprint(path) == before
+    assert not Path(f"{path}.wal").exists()
+
+
+def test_a_text_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "notes.duckdb"
+    path.write_text("these are my notes, not a database\n")
+    _assert_refused(path, NotAStoreError, "not a footprint store")
+
+
+def test_a_truncated_store_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.duckdb"
+    store, _ = _small_store(path)
+    store.close()
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+    _assert_refused(path, StoreError, "footprint store|corrupt|DuckDB")
+
+
+def test_a_corrupted_store_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.duckdb"
+    store, _ = _small_store(path)
+    store.close()
+    data = bytearray(path.read_bytes())
+    data[4096:8192] = os.urandom(4096)  # the database headers
+    path.write_bytes(bytes(data))
+    _assert_refused(path, StoreError, "footprint store")
+
+
+def test_a_duckdb_file_of_another_application_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "shop.duckdb"
+    _duckdb_file(path, "CREATE TABLE orders (id INTEGER, total DOUBLE); INSERT INTO orders VALUES (1, 9.5)")
+    _assert_refused(path, NotAStoreError, "not a footprint store.*orders")
+
+
+def test_a_foreign_fp_meta_table_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.duckdb"
+    _duckdb_file(path, "CREATE TABLE fp_meta (key VARCHAR, value VARCHAR); INSERT INTO fp_meta VALUES ('x', 'y')")
+    _assert_refused(path, NotAStoreError, "not written by footprint")
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.duckdb"
+    store, _ = _small_store(path)
+    store.close()
+    _duckdb_file(path, f"UPDATE fp_meta SET value = '{SCHEMA_VERSION + 1}' WHERE key = 'schema_version'")
+    _assert_refused(path, NewerSchemaError, "newer than this footprint")
+
+
+def test_an_empty_duckdb_file_is_not_read_as_a_store(tmp_path: Path) -> None:
+    path = tmp_path / "empty.duckdb"
+    _duckdb_file(path, "SELECT 1")
+    with pytest.raises(NotAStoreError, match="empty DuckDB"):
+        Store.open(path, read_only=True)
+
+
+def test_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(NotAStoreError, match="directory"):
+        Store.open(tmp_path)
+
+
+def test_a_missing_file_is_not_created_for_reading(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no footprint store"):
+        Store.open(tmp_path / "missing.duckdb", read_only=True)
+    assert not (tmp_path / "missing.duckdb").exists()
+
+
+def test_a_store_held_by_another_process_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.duckdb"
+    store, _ = _small_store(path)
+    store.close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, time
+            from tracer import Store
+            store = Store.open({str(path)!r})
+            print("open", flush=True)
+            sys.stdin.readline()
+            store.close()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        before = _fingerprint(path)
+        for read_only in (False, True):
+            with pytest.raises(StoreLockedError, match="another process") as info:
+                Store.open(path, read_only=read_only)
+            assert str(path) in str(info.value)
+        assert _fingerprint(path) == before
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert holder.returncode == 0
+    Store.open(path, read_only=True).close()  # readable again once the writer is gone
