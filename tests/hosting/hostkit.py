@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -15,6 +20,39 @@ import uvicorn
 from agent import Agent, PauseRun, Tool
 from agent.providers import FunctionModel, ModelRequest
 from tracer import Recorder
+
+ROOT = Path(__file__).resolve().parents[2]
+FOOTPRINT = Path(sys.executable).parent / "footprint"
+
+
+@contextmanager
+def host_process(db: Path, crash_dir: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`footprint serve --durability sync` with the crashkit agent on 127.0.0.1, port 0; yields the process and URL."""
+    env = {**os.environ, "FOOTPRINT_CRASH_DIR": str(crash_dir), "PYTHONPATH": str(ROOT)}
+    env.pop("OPENAI_API_KEY", None)
+    proc = subprocess.Popen(
+        [str(FOOTPRINT), "serve", "--db", str(db), "--port", "0", "--durability", "sync",
+         "--agent", "tests.hosting.crashkit:make_agent", "--host-id", "crash-test-host", *extra],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT,
+    )
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        url = None
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line and proc.poll() is not None:
+                raise RuntimeError(f"footprint serve exited with {proc.returncode}")
+            match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+            if match:
+                url = f"http://127.0.0.1:{match.group(1)}"
+        assert url is not None, "footprint serve did not start"
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
+        yield proc, url
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
 
 
 @contextmanager

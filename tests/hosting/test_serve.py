@@ -1,0 +1,88 @@
+"""`footprint serve` and graceful shutdown: SIGTERM stores the running turn, flushes, exits 0."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from click.testing import CliRunner
+
+from agent.providers import FunctionModel, ModelRequest
+from explorer.cli import cli
+from hosting import HostShuttingDownError, InMemorySessions, standing_agent
+from tests.hosting.hostkit import host_process, make_agent
+from tracer import Store
+
+
+def test_sigterm_stores_the_running_turn_and_the_next_request_finishes_it(tmp_path: Path) -> None:
+    db, crash_dir = tmp_path / "host.duckdb", tmp_path / "crash"
+    crash_dir.mkdir()
+    replies: list[Any] = []
+    with host_process(db, crash_dir, "--grace", "0.5") as (proc, url):
+        held = threading.Thread(target=lambda: replies.append(
+            httpx.post(f"{url}/v1/turns", json={"message": "do it", "session_id": "alice"}, timeout=60)))
+        held.start()
+        deadline = time.monotonic() + 20
+        while not ((crash_dir / "executions.log").exists() and "wait" in (crash_dir / "executions.log").read_text()):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        held.join(timeout=60)
+        assert proc.wait(timeout=60) == 0
+    # the running turn was answered as interrupted (not failed)
+    assert replies[0].status_code == 200 and replies[0].json()["status"] == "interrupted"
+    # the recordings were flushed and the file is free again: the run is there, marked cancelled
+    with Store.open(db, read_only=True) as store:
+        assert store.get_run(replies[0].json()["run_id"]).status == "cancelled"
+
+    (crash_dir / "go").touch()
+    with host_process(db, crash_dir) as (proc, url), httpx.Client(base_url=url, timeout=30) as http:
+        reply = http.post("/v1/turns", json={"message": "and?", "session_id": "alice"}).json()
+        assert reply["recovered"]["answer"] == "done: noted A, signalled"
+        assert reply["answer"] == "echo #2: and?"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    assert sorted((crash_dir / "executions.log").read_text().splitlines()) == ["note A", "wait", "wait"]
+
+
+def test_serve_help_and_bad_options() -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["serve", "--help"])
+    assert result.exit_code == 0
+    for option in ("--db", "--host", "--port", "--token", "--durability", "--agent", "--sessions"):
+        assert option in result.output
+    bad = runner.invoke(cli, ["serve", "--agent", "no_such_module:thing", "--db", os.devnull])
+    assert bad.exit_code != 0 and "cannot load 'no_such_module:thing'" in bad.output
+    bad = runner.invoke(cli, ["serve", "--durability", "sometimes"])
+    assert bad.exit_code != 0 and "sometimes" in bad.output
+
+
+async def test_a_draining_host_refuses_new_turns_and_lets_running_ones_finish() -> None:
+    release = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> str:
+        await release.wait()
+        return "finished in time"
+
+    sessions = InMemorySessions()
+    host = standing_agent(agent_factory=lambda: make_agent(FunctionModel(slow)), sessions=sessions)
+    running = asyncio.ensure_future(host.handle("work", session_id="alice"))
+    while not host.running_sessions():
+        await asyncio.sleep(0.01)
+    closing = asyncio.ensure_future(host.close(grace=30))
+    await asyncio.sleep(0.01)
+    with pytest.raises(HostShuttingDownError):
+        await host.handle("late", session_id="bob")
+    assert host.health()["status"] == "draining"
+    release.set()
+    assert (await running).answer == "finished in time"  # inside the grace period: it finishes
+    await closing
+    stored = await sessions.load("alice")
+    assert stored is not None and stored.status == "answered"
