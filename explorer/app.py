@@ -10,6 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from agent.providers import Provider
+from tracer import Run
 
 from ._source import RecordingSource
 from .sandbox import PersonaStore
@@ -28,7 +29,9 @@ class ExplorerApp(App[None]):
     ``personas`` enables the sandbox (a writable local store). ``host`` enables the host panel:
     any object with ``sessions()`` and ``send(message, session_id=None, decision=None)``.
     ``run_id``/``stage_id`` open that run (and select that stage) on start. ``poll_interval``
-    seconds between checks for new runs on a live source (None: never).
+    seconds between checks for new runs on a live source (None: never). ``evidence_provider`` and
+    ``evidence_tools`` choose, from the original run, the live model and real tools that the
+    counterfactual and blame actions re-run it with (default: as ``footprint blame`` does).
     """
 
     CSS_PATH = "explorer.tcss"
@@ -50,6 +53,8 @@ class ExplorerApp(App[None]):
         chat_provider: Callable[[], Provider] | None = None,
         host: Any | None = None,
         poll_interval: float | None = 2.0,
+        evidence_provider: Callable[[Run], Provider] | None = None,
+        evidence_tools: Callable[[Run], Any] | None = None,
     ) -> None:
         super().__init__()
         self.source = source
@@ -57,6 +62,8 @@ class ExplorerApp(App[None]):
         self.chat_provider = chat_provider
         self.host = host
         self.poll_interval = poll_interval
+        self.evidence_provider = evidence_provider
+        self.evidence_tools = evidence_tools
         self.start = start
         self._open_at = (run_id, stage_id)
         self.sub_title = source.label

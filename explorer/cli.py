@@ -23,8 +23,15 @@ def cli() -> None:
     """footprint: record agent runs as flowcharts of context snapshots, and ask why an answer was given."""
 
 
+def _open_run(db: str, run_id: str) -> None:
+    """Open the explorer at a run (``footprint demo`` ends with this in a terminal)."""
+    from ._open import open_run
+
+    open_run(db, run_id, interactive=True)
+
+
 tracer_cli.register(cli)
-agent_cli.register(cli)
+agent_cli.register(cli, open_run=_open_run)
 hosting_cli.register(cli)
 
 

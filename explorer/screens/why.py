@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
@@ -13,11 +14,20 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, Tree
 
-from tracer import Evidence, EvidenceNode
+from tracer import Evidence, EvidenceNode, Store
 
 from .._format import ORIGIN_COLOURS, one_line
+from .._verdicts import (
+    Verdict,
+    blame_verdict,
+    counterfactual_verdict,
+    default_provider_for,
+    default_tools_for,
+    replay_verdict,
+)
 from ..components.evidence_tree import EvidenceTree
 from ..components.not_in_context import NotInContextTable
+from .verdict import VerdictScreen
 
 
 class WhyScreen(Screen[None]):
@@ -27,6 +37,9 @@ class WhyScreen(Screen[None]):
         Binding("escape", "back", "Back"),
         Binding("g", "go", "Go to origin"),
         Binding("e", "expand", "Expand all", show=False),
+        Binding("x", "counterfactual", "Remove & re-run"),
+        Binding("b", "blame", "Blame"),
+        Binding("r", "replay", "Replay", show=False),
     ]
 
     class Walked(Message):
@@ -41,6 +54,21 @@ class WhyScreen(Screen[None]):
 
         def __init__(self, error: str) -> None:
             super().__init__()
+            self.error = error
+
+    class Judged(Message):
+        """An evidence action (replay, counterfactual, blame) finished with a verdict."""
+
+        def __init__(self, verdict: Verdict) -> None:
+            super().__init__()
+            self.verdict = verdict
+
+    class JudgeFailed(Message):
+        """An evidence action could not run; ``error`` says why."""
+
+        def __init__(self, action: str, error: str) -> None:
+            super().__init__()
+            self.action = action
             self.error = error
 
     def __init__(self, run_id: str, item: str | None = None) -> None:
@@ -150,3 +178,84 @@ class WhyScreen(Screen[None]):
     def action_back(self) -> None:
         """Back to the previous screen."""
         self.app.pop_screen()
+
+    # ------------------------------------------------------------------ evidence actions
+
+    @property
+    def _store(self) -> Store | None:
+        """The store re-runs are recorded into: only a store this process opened for writing."""
+        store = getattr(self.app.source, "store", None)  # type: ignore[attr-defined]
+        return store if isinstance(store, Store) and not store.read_only else None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("counterfactual", "blame", "replay"):
+            return self._store is not None
+        return True
+
+    def action_replay(self) -> None:
+        """Run this run again from its recording (no model, no tools) and say whether it came out the same."""
+        self.query_one("#why-detail", Static).update(Text("replaying from the recording…", style="yellow"))
+        self._judge("replay", lambda store, _p, _t, _progress: replay_verdict(store, self.run_id))
+
+    def action_counterfactual(self) -> None:
+        """Re-run the run without the highlighted item (three times): does the answer flip?"""
+        node = self.query_one(EvidenceTree).cursor_node
+        data = node.data if node is not None else None
+        if data is None or data.node != "item" or not data.item_hash or data is self.evidence_root:
+            self.notify("highlight an item of the context (not the answer or a stage) to remove it", timeout=4)
+            return
+        item_hash = data.item_hash
+        self.query_one("#why-detail", Static).update(
+            Text(f"re-running without: {one_line(data.text, 80)}…", style="yellow"))
+        self._judge("counterfactual", lambda store, provider, tools, _progress: counterfactual_verdict(
+            store, self.run_id, item_hash, provider=provider, tools=tools))
+
+    def action_blame(self) -> None:
+        """Remove each item `why` names in turn and re-run: the culprits are the items whose removal flips it."""
+        self.query_one("#why-detail", Static).update(Text("blame: testing each suspect…", style="yellow"))
+        self._judge("blame", lambda store, provider, tools, progress: blame_verdict(
+            store, self.run_id, provider=provider, tools=tools, on_progress=progress))
+
+    @property
+    def evidence_root(self) -> EvidenceNode | None:
+        """The node of the answer (or item) being explained."""
+        return self.evidence.root if self.evidence is not None else None
+
+    def _judge(self, action: str, job: Callable[..., Verdict]) -> None:
+        self._judging(action, job)
+
+    @work(thread=True, exclusive=True, group="evidence", exit_on_error=False)
+    def _judging(self, action: str, job: Callable[..., Verdict]) -> None:
+        store = self._store
+        assert store is not None
+        app = self.app
+        detail = self.query_one("#why-detail", Static)
+
+        def progress(line: str) -> None:
+            app.call_from_thread(detail.update, Text(line, style="yellow"))
+
+        try:
+            run = store.get_run(self.run_id)
+            provider_for = getattr(app, "evidence_provider", None) or default_provider_for
+            tools_for = getattr(app, "evidence_tools", None) or default_tools_for
+            needs_model = action != "replay"
+            verdict = job(store, provider_for(run) if needs_model else None,
+                          tools_for(run) if needs_model else (), progress)
+        except Exception as exc:  # a mismatch, no API key, an item not in this run: the reader must see it
+            self.post_message(self.JudgeFailed(action, f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(self.Judged(verdict))
+
+    def on_why_screen_judged(self, message: Judged) -> None:
+        self.query_one("#why-detail", Static).update(
+            Text(f"{message.verdict.action}: {message.verdict.verdict}", style="bold"))
+
+        def opened(run_id: str | None) -> None:
+            if run_id:
+                self.app.open_run(run_id)  # type: ignore[attr-defined]
+
+        self.app.push_screen(VerdictScreen(message.verdict), opened)
+
+    def on_why_screen_judge_failed(self, message: JudgeFailed) -> None:
+        self.query_one("#why-detail", Static).update(Text(f"{message.action} failed: {message.error}", style="red"))
+        self.notify(message.error, severity="error", timeout=8)

@@ -81,6 +81,12 @@ def echo_provider() -> Callable[[], Provider]:
 
 
 @pytest.fixture
+def assistant_provider() -> Callable[[Any], Provider]:
+    """The sample's assistant model, for counterfactual and blame re-runs of its runs."""
+    return lambda _run: FunctionModel(sample._assistant, name="scripted")
+
+
+@pytest.fixture
 def open_app() -> Iterator[Callable[..., ExplorerApp]]:
     """Build explorer apps over store files; the stores are closed after the test."""
     stores: list[Store] = []

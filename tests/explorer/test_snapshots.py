@@ -136,3 +136,18 @@ def test_run_paused_and_resumed(snap_compare: Any, open_app: Callable[..., Explo
     """A refund that paused for a person's approval and resumed: the pause, the resume edge."""
     app = open_app(sample_path, read_only=True, run_id="r-000004")
     assert snap_compare(app, terminal_size=SIZE, run_before=_settled("home", *["down"] * 5))
+
+
+def test_blame_verdict(snap_compare: Any, open_app: Callable[..., ExplorerApp], sample_copy: Path, wrong_run: str,
+                       assistant_provider: Callable[[Any], Any]) -> None:
+    """Blame from the why screen: the stale memory fact is the culprit; everything else holds."""
+    app = open_app(sample_copy, run_id=wrong_run, evidence_provider=assistant_provider)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await _settled("w")(pilot)
+        await pilot.press("b")
+        for _ in range(10):
+            await pilot.app.workers.wait_for_complete()
+            await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -1,0 +1,119 @@
+"""Replay, counterfactual and blame from the explorer: the verdicts, and the actions on the why screen."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.evidence import EvidenceError
+from explorer import ExplorerApp
+from explorer._verdicts import blame_verdict, counterfactual_verdict, default_provider_for, replay_verdict
+from explorer.components.evidence_tree import EvidenceTree
+from explorer.screens.run import RunScreen
+from explorer.screens.verdict import VerdictScreen
+from explorer.screens.why import WhyScreen
+from tracer import Store
+
+
+@pytest.fixture
+def store(sample_copy: Path) -> Any:
+    with Store.open(sample_copy) as opened:
+        yield opened
+
+
+def _memory_item(store: Store, run_id: str) -> str:
+    return next(h for h, i in store.load_run(run_id).items.items() if i.kind == "memory")
+
+
+def test_replay_of_the_wrong_answer_is_identical(store: Store, wrong_run: str) -> None:
+    verdict = replay_verdict(store, wrong_run)
+    assert verdict.verdict == "identical" and len(verdict.runs) == 1
+    assert store.get_run(verdict.runs[0]).forked_from_run == wrong_run
+
+
+def test_removing_the_stale_fact_flips_the_answer(
+    store: Store, wrong_run: str, assistant_provider: Callable[[Any], Any]
+) -> None:
+    verdict = counterfactual_verdict(store, wrong_run, _memory_item(store, wrong_run),
+                                     provider=assistant_provider(None))
+    assert verdict.verdict == "flips" and len(verdict.runs) == 3
+    assert all("Berlin" not in (store.get_run(r).output or "") for r in verdict.runs)
+
+
+def test_blame_names_the_memory_fact(store: Store, wrong_run: str, assistant_provider: Callable[[Any], Any]) -> None:
+    progress: list[str] = []
+    verdict = blame_verdict(store, wrong_run, provider=assistant_provider(None), on_progress=progress.append)
+    assert verdict.verdict == "culprits found"
+    culprits = [text for text, style in verdict.lines if text.startswith("culprit")]
+    assert culprits == ["culprit (flips, 3/3): memory profile.city: Maya lives in Berlin."]
+    assert any("memory profile.city: flips" in line for line in progress)
+
+
+def test_a_run_of_an_unknown_model_needs_a_key(store: Store, wrong_run: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(EvidenceError, match="OPENAI_API_KEY"):
+        default_provider_for(store.get_run(wrong_run))
+
+
+async def test_why_screen_counterfactual_shows_the_verdict_and_opens_a_rerun(
+    open_app: Callable[..., ExplorerApp], sample_copy: Path, wrong_run: str, settle: Any,
+    assistant_provider: Callable[[Any], Any],
+) -> None:
+    app = open_app(sample_copy, run_id=wrong_run, evidence_provider=assistant_provider)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await settle(pilot)
+        why = app.screen
+        assert isinstance(why, WhyScreen)
+        tree = why.query_one(EvidenceTree)
+        while tree.cursor_node is None or tree.cursor_node.data is None or tree.cursor_node.data.item_kind != "memory":
+            await pilot.press("n")
+            await pilot.pause()
+        await pilot.press("x")
+        await settle(pilot, rounds=8)
+        shown = app.screen
+        assert isinstance(shown, VerdictScreen)
+        assert shown.verdict.action == "counterfactual" and shown.verdict.verdict == "flips"
+        await pilot.press("o")
+        await settle(pilot)
+        opened = app.screen
+        assert isinstance(opened, RunScreen) and opened.run_id == shown.verdict.runs[0]
+        assert opened.data is not None and opened.data.run.forked_from_run == wrong_run
+
+
+async def test_why_screen_blame_and_replay(
+    open_app: Callable[..., ExplorerApp], sample_copy: Path, wrong_run: str, settle: Any,
+    assistant_provider: Callable[[Any], Any],
+) -> None:
+    app = open_app(sample_copy, run_id=wrong_run, evidence_provider=assistant_provider)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await settle(pilot)
+        await pilot.press("b")
+        await settle(pilot, rounds=10)
+        shown = app.screen
+        assert isinstance(shown, VerdictScreen) and shown.verdict.verdict == "culprits found"
+        await pilot.press("escape", "r")
+        await settle(pilot, rounds=8)
+        shown = app.screen
+        assert isinstance(shown, VerdictScreen) and shown.verdict.verdict == "identical"
+
+
+async def test_a_read_only_store_offers_no_reruns(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
+) -> None:
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await settle(pilot)
+        keys = {b.binding.action for b in app.screen.active_bindings.values()}
+        assert "blame" not in keys and "counterfactual" not in keys
+        await pilot.press("b")
+        await settle(pilot)
+        assert isinstance(app.screen, WhyScreen)
