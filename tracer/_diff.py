@@ -68,6 +68,12 @@ def _slot(entry: SnapshotEntry, item: Item | None) -> tuple[Any, ...]:
     return (origin.kind, origin.run_id, origin.stage_id, kind)
 
 
+def _is_cut(old: str, new: str) -> bool:
+    """True when ``new`` is ``old`` cut short (an ellipsis or trailing dots allowed at the cut)."""
+    core = new.rstrip(" .…")
+    return len(new) < len(old) and bool(core) and old.startswith(core)
+
+
 def diff_snapshots(
     before: list[SnapshotEntry], after: list[SnapshotEntry], items: dict[str, Item]
 ) -> SnapshotDiff:
@@ -90,7 +96,7 @@ def diff_snapshots(
         if previous is not None:
             old = items.get(previous.item_hash)
             old_text = old.text if old else ""
-            change = "truncated" if len(text) < len(old_text) and old_text.startswith(text[: max(1, len(text) // 2)]) else "edited"
+            change = "truncated" if _is_cut(old_text, text) else "edited"
             result.append(DiffEntry(change, e.item_hash, kind, text, e.origin.kind, e.origin.source,
                                     estimate_tokens(text), previous.item_hash, old_text))
             continue

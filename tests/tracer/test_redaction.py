@@ -1,0 +1,73 @@
+"""Redaction at record time: keys, patterns and a hook; the secret never reaches the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracer import ContextItem, Item, Origin, Recorder, RedactionPolicy, Store
+from tracer._redaction import MASK
+
+SECRET_KEY = "sk-live-4f9a8b7c6d5e4f3a2b1c"
+SSN = "123-45-6789"
+CODENAME = "PROJECT-NIGHTJAR"
+
+
+def test_key_pattern_and_hook_rules() -> None:
+    policy = RedactionPolicy.with_extra(
+        keys=["ssn"], patterns=[r"\d{3}-\d{2}-\d{4}"], hook=lambda s: s.replace(CODENAME, "[CODENAME]")
+    )
+    assert policy.value({"api_key": "anything", "Password": "x", "user": {"SSN": "1"}, "n": 3}) == {
+        "api_key": MASK, "Password": MASK, "user": {"SSN": MASK}, "n": 3,
+    }
+    assert policy.text(f"key {SECRET_KEY} and {SSN} for {CODENAME}") == f"key {MASK} and {MASK} for [CODENAME]"
+    assert policy.text("Authorization: Bearer abcdefghijklmnopqrstuvwxyz") == f"Authorization: {MASK}"
+    assert RedactionPolicy.none().is_noop and not policy.is_noop
+    assert policy.describe()["hook"] == "test_key_pattern_and_hook_rules.<locals>.<lambda>"
+
+
+def test_the_secret_is_absent_from_the_whole_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.duckdb"
+    store = Store.open(path)
+    policy = RedactionPolicy.with_extra(
+        keys=["ssn"], patterns=[r"\d{3}-\d{2}-\d{4}"], hook=lambda s: s.replace(CODENAME, "[CODENAME]")
+    )
+    recorder = Recorder(store, redaction=policy)
+    run = recorder.start_run(agent="a", input=f"my key is {SECRET_KEY}", attributes={"ssn": SSN},
+                             session_id="s1")
+    with run.stage("input") as stage:
+        user = stage.output(Item.of_text("user", f"my key is {SECRET_KEY}, ssn {SSN}, about {CODENAME}"),
+                            origin_kind="user")
+    with run.stage("tool", "lookup", after=[stage]) as tool:
+        tool.inputs([ContextItem(Item("tool_call", {"id": "1", "name": "lookup",
+                                                    "arguments": {"ssn": SSN, "q": CODENAME}}),
+                                 Origin("stage", run.id, stage.id))])
+        tool.set(api_key=SECRET_KEY, note=f"looked up {SSN}")
+        result = tool.output(Item("tool_result", {"call_id": "1", "content": f"record of {SSN}"}))
+    with run.stage("inference", after=[tool]) as inference:
+        inference.inputs([user, result])
+        inference.output(Item.of_text("assistant", f"Your key {SECRET_KEY} works."))
+    run.end("answered", output=f"Your key {SECRET_KEY} works.", error=None)
+    store.close()
+
+    raw = path.read_bytes()
+    wal = Path(f"{path}.wal")
+    raw += wal.read_bytes() if wal.exists() else b""
+    for secret in (SECRET_KEY, SSN, CODENAME):
+        assert secret.encode() not in raw, f"{secret} reached the store file"
+    with Store.open(path, read_only=True) as reader:
+        data = reader.load_run(run.id)
+        texts = [i.text for i in data.items.values()]
+        assert f"my key is {MASK}, ssn {MASK}, about [CODENAME]" in texts
+        assert data.run.input == f"my key is {MASK}" and data.run.attributes == {"ssn": MASK}
+        assert data.stage(tool.id).attributes == {"api_key": MASK, "note": f"looked up {MASK}"}
+        # the snapshot names the redacted items, so every entry resolves to a stored item
+        assert all(e.item_hash in data.items for entries in data.inputs.values() for e in entries)
+
+
+def test_redaction_can_be_switched_off(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s.duckdb")
+    run = Recorder(store, redaction=RedactionPolicy.none()).start_run(agent="a", input=f"key {SECRET_KEY}")
+    run.end("answered")
+    store.flush()
+    assert store.get_run(run.id).input == f"key {SECRET_KEY}"
+    store.close()
