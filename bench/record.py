@@ -38,9 +38,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracer import ContextItem, EdgeKind, Item, ItemKind, Origin, OriginKind, Recorder, Store, why  # noqa: E402
-from tracer._schema import TABLES, VIEWS  # noqa: E402
-from tracer._writer import COLUMNS  # noqa: E402
+from tracer import ContextItem, EdgeKind, Item, ItemKind, Origin, OriginKind, Recorder, Store, why
+from tracer._schema import TABLES, VIEWS
+from tracer._writer import COLUMNS
 
 WINDOW = 16  # conversation messages kept in each snapshot (plus 4 fixed items: ~20)
 TURNS = 4  # inferences per run: 3 with a tool call, the last one answers

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._records import Item, ItemKind, OriginKind, SnapshotEntry, StageKind
+from ._records import Item, ItemKind, OriginKind, SnapshotEntry
 from ._rundata import RunData
 
 

@@ -75,7 +75,7 @@ def test_loop_iterations_are_distinct_stages(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "s.duckdb")
     run = Recorder(store).start_run(agent="a", input="go")
     previous = None
-    for turn in range(3):
+    for _ in range(3):
         with run.stage("inference", "turn", after=[previous] if previous else [], edge=EdgeKind.LOOP) as stage:
             pass
         previous = stage

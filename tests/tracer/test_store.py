@@ -131,7 +131,7 @@ def test_random_runs_read_back_equal(specs: list[dict[str, Any]]) -> None:
                     assert (entry.origin, entry.included, entry.dropped_by) == (origin, included, dropped_by)
                 assert data.outputs.get(stored.id, []) == [i.hash for i in s["outputs"]]
             assert set(data.edges) == {
-                Edge(data.run.id, a.id, b.id, "next") for (a, _), (b, _) in zip(exp["stages"], exp["stages"][1:])
+                Edge(data.run.id, a.id, b.id, "next") for (a, _), (b, _) in zip(exp["stages"], exp["stages"][1:], strict=False)
             }
     finally:
         store.close()
@@ -250,7 +250,7 @@ def test_an_older_store_is_migrated_when_opened_for_writing(tmp_path: Path, monk
     import tracer._store as store_module
 
     path = tmp_path / "s.duckdb"
-    store, ids = _small_store(path)
+    store, _ = _small_store(path)
     store.close()
     # pretend the file is at version N and this footprint knows version N+1 with one migration
     monkeypatch.setattr(store_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)

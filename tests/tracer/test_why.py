@@ -51,7 +51,7 @@ def _session(store: Store) -> tuple[str, str, ContextItem]:
         # history items keep the origin they were born with: run 1's stages
         t_inf.inputs([system, call, result, answer1, follow_up], dropped=[(question, "memory_window")])
         t_inf.output(Item.of_text("assistant", "Tomorrow Berlin will be rainy."))
-    with run2.stage("answer", after=[t_inf]) as t_answer:
+    with run2.stage("answer", after=[t_inf]):
         pass
     run2.end("answered", output="Tomorrow Berlin will be rainy.")
     store.flush()

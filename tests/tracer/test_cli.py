@@ -1,0 +1,177 @@
+"""The recording commands: runs, show, why, diff, sql (CliRunner), and their errors (a real process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+from tracer import ContextItem, EdgeKind, Item, Origin, Recorder, Store
+from tracer import cli as tracer_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Two runs of session maya (a parallel tool batch; history from run 1 in run 2) and one of bob."""
+    path = tmp_path_factory.mktemp("cli") / "store.duckdb"
+    with Store.open(path) as store:
+        recorder = Recorder(store)
+        system = ContextItem(Item.of_text("system", "You are a travel bot."), Origin("config", source="persona"))
+        run1 = recorder.start_run(agent="travel", input="Weather at home?", session_id="maya", model="m1")
+        with run1.stage("input", "user message") as s_in:
+            question = s_in.output(Item.of_text("user", "Weather at home?"), origin_kind="user", source="input")
+        with run1.stage("memory", "memory load", after=[s_in]) as s_mem:
+            fact = ContextItem(Item("memory", {"text": "The user lives in Berlin.", "key": "profile.home_city"}),
+                               s_mem.origin("memory", "profile.home_city"))
+        with run1.stage("inference", "turn 1", after=[s_mem]) as s_inf:
+            s_inf.inputs([system, fact, question])
+            calls = [s_inf.output(Item("tool_call", {"id": f"c{n}", "name": "weather", "arguments": {"day": d}}))
+                     for n, d in enumerate(["today", "tomorrow"])]
+        batch = run1.stage("tool_batch", "2 tool call(s)", after=[s_inf])
+        results = []
+        tools = []
+        for call in calls:
+            with run1.stage("tool", "weather", after=[batch], edge=EdgeKind.FORK, parent=batch) as s_tool:
+                s_tool.inputs([call])
+                results.append(s_tool.output(Item("tool_result", {"call_id": call.item.body["id"],
+                                                                  "content": "sunny"})))
+            tools.append(s_tool)
+        batch.close()
+        with run1.stage("inference", "turn 2", after=tools, edge=EdgeKind.JOIN) as s_inf2:
+            s_inf2.inputs([system, fact, question, *calls, *results])
+            answer = s_inf2.output(Item.of_text("assistant", "Sunny in Berlin today and tomorrow."))
+        with run1.stage("answer", after=[s_inf2]) as s_answer:
+            s_answer.inputs([answer])
+            s_answer.output(answer.item)
+        run1.end("answered", output=answer.text, tokens_in=120, tokens_out=12)
+
+        run2 = recorder.start_run(agent="travel", input="And Paris?", session_id="maya", model="m1")
+        with run2.stage("input", "user message") as t_in:
+            follow = t_in.output(Item.of_text("user", "And Paris?"), origin_kind="user", source="input")
+        with run2.stage("inference", "turn 1", after=[t_in]) as t_inf:
+            t_inf.inputs([system, answer, follow], dropped=[(question, "memory_window")])
+            reply = t_inf.output(Item.of_text("assistant", "Berlin is sunny; I do not know Paris."))
+        with run2.stage("answer", after=[t_inf]) as t_answer:
+            t_answer.inputs([reply])
+            t_answer.output(reply.item)
+        run2.end("answered", output=reply.text)
+
+        run3 = recorder.start_run(agent="support", input="help", session_id="bob")
+        run3.end("failed", error="provider down")
+    return str(path)
+
+
+def _invoke(*args: str) -> Result:
+    group = click.Group("footprint")
+    tracer_cli.register(group)
+    result = CliRunner().invoke(group, list(args), catch_exceptions=False)
+    return result
+
+
+def _run_ids(db: str) -> list[str]:
+    return [r["id"] for r in json.loads(_invoke("runs", "--db", db, "--json").output)]
+
+
+def test_runs_lists_and_filters(db: str) -> None:
+    out = _invoke("runs", "--db", db).output
+    assert out.splitlines()[0].split() == ["run", "started", "agent", "session", "status", "stages", "tokens", "input"]
+    assert "And Paris?" in out and "support" in out
+    maya = _invoke("runs", "--db", db, "--session", "maya").output
+    assert "support" not in maya and maya.count("travel") == 2
+    assert "provider" not in _invoke("runs", "--db", db, "--status", "answered").output
+    assert "support" in _invoke("runs", "--db", db, "--agent", "support").output
+    limited = _invoke("runs", "--db", db, "--limit", "1").output
+    assert "(1 of 3 runs" in limited
+    rows = json.loads(_invoke("runs", "--db", db, "--json").output)
+    assert [r["session_id"] for r in rows] == ["bob", "maya", "maya"]
+    assert rows[1]["stages"] == 3 and rows[2]["stages"] == 8
+    assert "no runs" in _invoke("runs", "--db", db, "--session", "nobody").output
+
+
+def test_show_renders_the_flowchart(db: str) -> None:
+    first = _run_ids(db)[2]
+    out = _invoke("show", first[:-4], "--db", db).output
+    assert f"run      {first}" in out and "status answered" in out
+    lines = out.splitlines()
+    kinds = [line.split()[1] for line in lines if line[:1].isdigit()]
+    assert kinds == ["input", "memory", "inference", "tool_batch", "├─", "└─", "inference", "answer"]
+    fork = next(i for i, line in enumerate(lines) if "┌ fork: 2 in parallel" in line)
+    assert "├─ tool" in lines[fork + 1] and "└─ tool" in lines[fork + 2] and "└ join" in lines[fork + 3]
+    assert "context 3 items" in next(line for line in lines if "turn 1" in line)
+    assert "context 7 items" in next(line for line in lines if "turn 2" in line)
+    assert "-> sunny" in lines[fork + 1]
+    data = json.loads(_invoke("show", "last", "--db", db, "--json").output)
+    assert data["run"]["status"] == "failed"
+
+
+def test_why_prints_the_evidence_tree(db: str) -> None:
+    first = _run_ids(db)[2]
+    out = _invoke("why", _run_ids(db)[1], "--db", db).output
+    lines = out.splitlines()
+    assert lines[1].strip().startswith('assistant  "Berlin is sunny; I do not know Paris."  <- inference (this run')
+    memory = next(line for line in lines if "The user lives in Berlin." in line)
+    assert memory.strip().startswith('memory  "The user lives in Berlin."  <- memory profile.home_city (run ')
+    assert first[:16] in memory and "stage memory load)" in memory
+    assert any("[stage shown above]" in line for line in lines)
+    dropped = lines[lines.index("not in context (available but not sent):") + 1]
+    assert 'user  "Weather at home?"' in dropped and "dropped by memory_window" in dropped
+    assert "walked 2 runs of the session" in out
+
+
+def test_why_json_and_depth(db: str) -> None:
+    second = _run_ids(db)[1]
+    data = json.loads(_invoke("why", second, "--db", db, "--json").output)
+    assert data["root"]["text"] == "Berlin is sunny; I do not know Paris." and len(data["runs"]) == 2
+    shallow = _invoke("why", second, "--db", db, "--depth", "1").output
+    assert "The user lives in Berlin." not in shallow
+
+
+def test_diff_of_two_runs_and_of_two_stages(db: str) -> None:
+    second, first = _run_ids(db)[1:]
+    out = _invoke("diff", first, second, "--db", db).output
+    assert "first divergence at stage #0: input 'user message' produced different output" in out
+    with Store.open(db, read_only=True) as store:
+        stages = [r[0] for r in store.query("SELECT id FROM stages WHERE kind = 'inference' ORDER BY started_at")]
+    out = _invoke("diff", "--stages", stages[0], stages[1], "--db", db).output
+    assert "added" in out and "tool_result" in out and "total" in out
+    data = json.loads(_invoke("diff", "--stages", stages[1], stages[2], "--db", db, "--json").output)
+    assert {e["change"] for e in data["entries"]} >= {"dropped", "added"}
+
+
+def test_sql_prints_a_table(db: str) -> None:
+    out = _invoke("sql", "SELECT kind, count(*) AS n FROM stages GROUP BY kind ORDER BY n DESC, kind", "--db", db)
+    assert out.output.splitlines()[0].split() == ["kind", "n"] and "(6 rows)" in out.output
+    rows = json.loads(_invoke("sql", "SELECT origin_kind, count(*) n FROM context GROUP BY 1 ORDER BY 1",
+                              "--db", db, "--json").output)
+    assert {r["origin_kind"] for r in rows} == {"config", "memory", "stage", "user"}
+
+
+def _footprint(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from explorer.cli import main; main()", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_errors_are_one_line_on_stderr_without_a_traceback(db: str, tmp_path: Path) -> None:
+    text_file = tmp_path / "notes.duckdb"
+    text_file.write_text("not a database")
+    cases = [
+        (("runs", "--db", str(tmp_path / "missing.duckdb")), "no footprint store at"),
+        (("show", "last", "--db", str(text_file)), "is not a footprint store"),
+        (("why", "r-nope", "--db", db), "no run matches 'r-nope'"),
+        (("diff", "--stages", "s-nope", "s-nope", "--db", db), "no stage matches"),
+        (("sql", "DROP TABLE fp_run", "--db", db), "only read-only queries"),
+    ]
+    for args, message in cases:
+        done = _footprint(*args)
+        assert done.returncode == 1, (args, done.stderr)
+        assert done.stderr.startswith("footprint: error: ") and message in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and done.stdout == ""
+    assert not (tmp_path / "missing.duckdb").exists()
+    assert text_file.read_text() == "not a database"
