@@ -1,0 +1,96 @@
+"""The writer: the packed column encoding, its fallbacks, batching, failures and backpressure."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tracer import Store, StoreError
+from tracer._writer import CHUNK, Bundle, select_rows
+
+
+def _roundtrip(columns: list[tuple[str, str]], rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    con = duckdb.connect()
+    select, params = select_rows(columns, rows)
+    return con.execute(select, params).fetchall()
+
+
+@pytest.mark.parametrize("count", [1, 5, 199, 200, CHUNK, CHUNK + 1, 3 * CHUNK + 7])
+def test_select_rows_returns_the_rows(count: int) -> None:
+    columns = [("s", "VARCHAR"), ("i", "BIGINT"), ("f", "DOUBLE"), ("b", "BOOLEAN"), ("l", "VARCHAR[]")]
+    rows = [
+        (None if n % 7 == 0 else f"v{n}" if n % 5 else "", n * 10**9, n / 3 if n % 4 else None, n % 2 == 0,
+         [] if n % 3 == 0 else [f"a{n}", "b"])
+        for n in range(count)
+    ]
+    assert _roundtrip(columns, rows) == rows
+
+
+@pytest.mark.parametrize("odd", ["\x1e", "\x1c", "\x1d", "a\x1db", "x\x1fy", "\x00", "", "ünï ✓"])
+def test_values_holding_separators_fall_back_intact(odd: str) -> None:
+    columns = [("s", "VARCHAR"), ("l", "VARCHAR[]")]
+    rows = [(f"{odd}{n}" if n % 2 else odd, [odd or "x", "y"]) for n in range(300)]
+    rows.append((None, []))
+    assert _roundtrip(columns, rows) == rows
+
+
+def test_a_failed_batch_is_reported_on_the_next_submit_and_flush(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s.duckdb")
+    bad = Bundle()
+    bad.add("fp_stage", ("s1", "r1", "not a number", "tool", "t", "ok", 1.0, 2.0, None, None, None))
+    store.submit(bad)
+    with pytest.raises(StoreError, match=r"writing to .* failed"):
+        store.flush()
+    with pytest.raises(StoreError, match="failed earlier"):
+        store.submit(Bundle())
+    store.close()
+
+
+def test_a_full_queue_blocks_the_producer(tmp_path: Path) -> None:
+    """Backpressure: with the writer stuck, submit() waits instead of queueing without bound."""
+    from tracer._writer import Writer
+
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    release = threading.Event()
+    writer = Writer(con, "w", max_queue=2, max_batch=1, linger=0)
+    original = writer._write
+
+    def slow_write(bundles: list[Bundle]) -> None:
+        release.wait(10)
+        original(bundles)
+
+    writer._write = slow_write  # type: ignore[method-assign]
+    submitted = []
+
+    def produce() -> None:
+        for n in range(6):
+            writer.submit(Bundle())
+            submitted.append(n)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    producer.join(0.5)
+    assert producer.is_alive() and len(submitted) <= 4  # one in the writer's hands, two queued, one waiting
+    release.set()
+    producer.join(10)
+    assert submitted == list(range(6))
+    writer.close()
+    con.close()
+
+
+def test_stats_count_batches_and_rows(tmp_path: Path) -> None:
+    from tracer import Item, Recorder
+
+    store = Store.open(tmp_path / "s.duckdb")
+    run = Recorder(store).start_run(agent="a", input="x")
+    for _ in range(3):
+        with run.stage("tool") as stage:
+            stage.output(Item.of_text("text", "same"))
+    run.end("answered")
+    store.flush()
+    stats = store.writer_stats
+    assert stats["fp_stage"] == 3 and stats["fp_item"] == 1 and stats["fp_output"] == 3 and stats["batches"] >= 1
+    store.close()
