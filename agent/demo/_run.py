@@ -54,7 +54,10 @@ async def run_demo(
     scenario = scenario or load_scenario()
     provider = provider or default_provider()
     session = session_id or f"{DEMO_SESSION_PREFIX}{uuid.uuid4().hex[:8]}"
-    recorder = Recorder(store)
+    from tracer.otel import exporter_from_env
+
+    exporter = exporter_from_env()  # OTEL_EXPORTER_OTLP_ENDPOINT set: spans go out live as well
+    recorder = Recorder(store, listeners=[exporter] if exporter else [])
     memory = ConversationMemory()
     agent = build_demo_agent(scenario, provider=provider, recorder=recorder, session_id=session, memory=memory)
     demo = DemoResult(session, labels=agent.labels)
@@ -86,6 +89,9 @@ async def run_demo(
             wrong = (result, turn)
         echo("")
     store.flush()
+    if exporter is not None:
+        exporter.shutdown()
+        echo("Spans sent to the OpenTelemetry collector named by OTEL_EXPORTER_OTLP_ENDPOINT.\n")
     if wrong is None:
         echo("Every answer was right this time (a real model may not repeat the mistake).")
         return demo
