@@ -4,15 +4,14 @@
     inference 2 -> ... -> answer
 
 Each inference's snapshot is the exact request the provider received; what the memory window or
-the prompt length cap left out is recorded beside it as "not in context". Pausing for a person
-and resuming live in :mod:`agent._pause`.
+the prompt length cap left out is recorded beside it as "not in context". A response's tool calls
+run in :mod:`agent._batch`; pausing for a person and resuming live in :mod:`agent._pause`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -29,28 +28,13 @@ from tracer import (
     StageStatus,
 )
 
-from ._events import (
-    AgentEvent,
-    InferenceFinished,
-    PauseState,
-    RunResult,
-    TextDeltaEvent,
-    ToolFinished,
-    ToolStarted,
-)
+from ._batch import result_item, run_batch
+from ._events import AgentEvent, InferenceFinished, PauseState, RunResult, TextDeltaEvent
 from ._hooks import RunContext
 from ._memory import DROPPED_BY_WINDOW
-from ._pause import Paused, pause_state, resume_batch
+from ._pause import Paused, resume_batch
 from ._prompt import DROPPED_BY_LENGTH_CAP, PromptContext
-from ._tools import PauseRun, result_text
-from .errors import (
-    ProviderError,
-    ReplayMismatchError,
-    ToolArgumentsError,
-    ToolNotFoundError,
-    ToolRejectedError,
-    ToolTimeoutError,
-)
+from .errors import ProviderError, ReplayMismatchError
 from .providers import ModelRequest, ModelResponse, ResponseDone, TextDelta, ToolCall, Usage
 from .providers._pricing import cost_of
 
@@ -178,7 +162,7 @@ class RunLoop:
             if pending:
                 stage.inputs(pending)
                 agent.memory.add(agent.conversation_id, *(
-                    stage.output(_result_item(ci.item.body.get("id", ""), ci.item.body.get("name", ""),
+                    stage.output(result_item(ci.item.body.get("id", ""), ci.item.body.get("name", ""),
                                               f"Error: not run: {message}", True))
                     for ci in pending
                 ))
@@ -203,7 +187,7 @@ class RunLoop:
                 stage.inputs(unanswered)
                 stage.set(closed_calls=len(unanswered))
                 agent.memory.add(agent.conversation_id, *(
-                    stage.output(_result_item(ci.item.body.get("id", ""), ci.item.body.get("name", ""),
+                    stage.output(result_item(ci.item.body.get("id", ""), ci.item.body.get("name", ""),
                                               "Error: this call never finished (its run ended first).", True))
                     for ci in unanswered
                 ))
@@ -342,8 +326,6 @@ class RunLoop:
             raise ProviderError(f"{provider.name}: the stream ended without a response", provider=provider.name)
         return response
 
-    # ------------------------------------------------------------------ tools
-
     async def tool_batch(
         self,
         ctx: RunContext,
@@ -352,123 +334,5 @@ class RunLoop:
         call_items: list[ContextItem],
         decided: Decided,
     ) -> list[StageRecording | str]:
-        """Run one response's tool calls in parallel; their results join memory in call order.
-
-        A cancelled batch still leaves a result for every call (finished ones keep theirs, the rest
-        say they were cancelled), so the conversation stays valid for the next run.
-        """
-        assert self.run is not None
-        agent = self.agent
-        batch = self.run.stage(StageKind.TOOL_BATCH, f"{len(calls)} tool call(s)", after=[inference])
-        stages = [self.run.stage(StageKind.TOOL, call.name, after=[batch], edge=EdgeKind.FORK, parent=batch)
-                  for call in calls]
-        self.tail = list(stages)
-        results: list[ContextItem | None] = [None] * len(calls)
-        if len(calls) == 1:  # the common case: no gather, no extra task
-            try:
-                outcomes: list[Any] = [await self._one_tool(ctx, calls[0], call_items[0], stages[0], decided,
-                                                            results, 0)]
-            except asyncio.CancelledError:
-                outcomes = [asyncio.CancelledError()]
-        else:
-            try:
-                outcomes = await asyncio.gather(
-                    *(self._one_tool(ctx, call, ci, stage, decided, results, i)
-                      for i, (call, ci, stage) in enumerate(zip(calls, call_items, stages, strict=True))),
-                    return_exceptions=True,
-                )
-            except asyncio.CancelledError:
-                outcomes = [asyncio.CancelledError()]
-        if any(isinstance(o, asyncio.CancelledError) for o in outcomes):
-            batch.close(StageStatus.CANCELLED)
-            agent.memory.add(agent.conversation_id, *(r for r in results if r is not None))
-            raise asyncio.CancelledError()
-        failures = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, PauseRun)]
-        if failures:
-            batch.close(StageStatus.ERROR, str(failures[0]))
-            raise failures[0]
-        self.tool_calls += len(calls)
-        pauses = [(call, o) for call, o in zip(calls, outcomes, strict=True) if isinstance(o, PauseRun)]
-        if pauses:
-            batch.set(paused=len(pauses))
-            batch.close()
-            raise Paused(pause_state(self, calls, outcomes, pauses, stages))
-        batch.close()
-        agent.memory.add(agent.conversation_id, *outcomes)
-        return list(stages)
-
-    async def _one_tool(
-        self,
-        ctx: RunContext,
-        call: ToolCall,
-        call_item: ContextItem,
-        stage: StageRecording,
-        decided: Decided,
-        results: list[ContextItem | None],
-        index: int,
-    ) -> ContextItem | PauseRun:
-        stage.inputs([call_item])
-        stage.set(call_id=call.id, arguments=call.arguments)
-        started = time.perf_counter()
-        is_error = False
-        known = decided.get(call.id)
-        try:
-            if known is not None:
-                content, is_error = known
-                stage.set(served_from="pause")
-            else:
-                content = await self._execute(ctx, call, skip_approval=call.id in decided)
-        except PauseRun as pause:
-            stage.set(paused=True, question=pause.question, pause_kind=pause.kind)
-            stage.close()
-            return pause
-        except asyncio.CancelledError:
-            results[index] = stage.output(_result_item(call.id, call.name, "Error: cancelled before it finished.", True))
-            stage.close(StageStatus.CANCELLED)
-            raise
-        except Exception as exc:
-            is_error = True
-            content = _error_text(call, exc)
-            stage.set(error_type=type(exc).__name__)
-        duration = (time.perf_counter() - started) * 1000
-        result = results[index] = stage.output(_result_item(call.id, call.name, content, is_error))
-        stage.set(is_error=is_error, duration_ms=round(duration, 3))
-        stage.close(StageStatus.ERROR if is_error else StageStatus.OK)
-        await self.hook("on_tool_end", ctx, call, content, is_error, duration)
-        if self.emit is not None:
-            self.emit(ToolFinished(call.id, call.name, content, is_error, duration))
-        return result
-
-    async def _execute(self, ctx: RunContext, call: ToolCall, *, skip_approval: bool) -> str:
-        """Find, validate, approve and run one call; every failure is raised for the caller to turn into a result."""
-        agent = self.agent
-        tool = agent.tools.get(call.name)
-        if tool is None:
-            raise ToolNotFoundError(
-                f"there is no tool named {call.name!r}; the tools you can call are: "
-                f"{', '.join(agent.tools) or 'none'}"
-            )
-        arguments = tool.parse_arguments(call.arguments)
-        if agent.approve is not None and not skip_approval:
-            verdict = agent.approve(call, tool)
-            if asyncio.iscoroutine(verdict):
-                verdict = await verdict
-            if not verdict:
-                raise ToolRejectedError(f"the call to {call.name} was not approved; do not retry it unchanged")
-        progress = tool.progress_line(arguments) if tool.progress is not None else None
-        await self.hook("on_tool_start", ctx, call)
-        if progress:
-            await self.hook("on_progress", ctx, progress)
-        if self.emit is not None:
-            self.emit(ToolStarted(call.id, call.name, call.arguments, progress))
-        return result_text(await tool.run(arguments))
-
-
-def _result_item(call_id: str, name: str, content: str, is_error: bool) -> Item:
-    return Item(ItemKind.TOOL_RESULT, {"call_id": call_id, "name": name, "content": content, "is_error": is_error})
-
-
-def _error_text(call: ToolCall, exc: Exception) -> str:
-    if isinstance(exc, ToolNotFoundError | ToolArgumentsError | ToolRejectedError | ToolTimeoutError):
-        return f"Error: {exc}"
-    return f"Error: {call.name} failed: {type(exc).__name__}: {exc}"
+        """Run one response's tool calls (see :func:`agent._batch.run_batch`); returns their stages."""
+        return await run_batch(self, ctx, inference, calls, call_items, decided)

@@ -119,6 +119,8 @@ class Tool:
                 f"arguments for {self.name} must be a JSON object, got {type(value).__name__}; "
                 f"expected {self.signature()}"
             )
+        if _surely_valid(self.parameters, value):
+            return value
         errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.path))
         if errors:
             details = "; ".join(
@@ -137,6 +139,59 @@ class Tool:
             return await asyncio.wait_for(_call(self.execute, arguments), self.timeout)
         except TimeoutError:
             raise ToolTimeoutError(f"{self.name} did not finish within {self.timeout:g} s") from None
+
+
+# The keywords _surely_valid understands; annotations (description, default, title) change nothing.
+_SIMPLE_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum",
+                              "description", "default", "title"})
+
+
+def _is_type(kind: str, value: Any) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "object":
+        return isinstance(value, dict)
+    if kind == "array":
+        return isinstance(value, list)
+    if kind == "null":
+        return value is None
+    return False
+
+
+def _surely_valid(schema: Any, value: Any) -> bool:
+    """True only when ``value`` certainly matches ``schema``: a fast path for the simple schemas tools use.
+
+    It understands a subset of JSON Schema and is stricter than it (``1.0`` is no integer here);
+    False means "not sure", and the full validator decides and explains.
+    """
+    if not isinstance(schema, dict) or not schema.keys() <= _SIMPLE_KEYWORDS:
+        return False
+    if "enum" in schema and not any(type(value) is type(option) and value == option for option in schema["enum"]):
+        return False
+    kind = schema.get("type")
+    if kind is not None and not any(_is_type(k, value) for k in (kind if isinstance(kind, list) else (kind,))):
+        return False
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        if any(name not in value for name in schema.get("required") or ()):
+            return False
+        extra = schema.get("additionalProperties", True)
+        for name, item in value.items():
+            sub = properties.get(name)
+            if sub is None:
+                if extra is False or (extra is not True and not _surely_valid(extra, item)):
+                    return False
+            elif not _surely_valid(sub, item):
+                return False
+    if isinstance(value, list) and "items" in schema:
+        return all(_surely_valid(schema["items"], item) for item in value)
+    return True
 
 
 async def _call(execute: Execute, arguments: dict[str, Any]) -> Any:
@@ -214,11 +269,11 @@ def _schema_of(annotation: Any) -> dict[str, Any]:
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
-        schema = dict(_schema_of(args[0]))
+        described = dict(_schema_of(args[0]))
         notes = [a for a in args[1:] if isinstance(a, str)]
         if notes:
-            schema["description"] = " ".join(notes)
-        return schema
+            described["description"] = " ".join(notes)
+        return described
     simple = {str: "string", bool: "boolean", int: "integer", float: "number"}
     if annotation in simple:
         return {"type": simple[annotation]}

@@ -13,6 +13,8 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
+from tracer import Item
+
 from ..errors import ProviderError
 from ._base import ModelRequest, ModelResponse, Provider, ToolCall, Usage
 
@@ -29,7 +31,7 @@ def calls(*pairs: tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str], 
     tool_calls = []
     for pair in pairs:
         name, args = pair[0], pair[1]
-        call_id = pair[2] if len(pair) > 2 else f"call_{next(_ids)}"  # type: ignore[misc]
+        call_id = pair[2] if len(pair) > 2 else f"call_{next(_ids)}"
         tool_calls.append(ToolCall(call_id, name, json.dumps(args)))
     return ModelResponse(text=text, tool_calls=tuple(tool_calls), finish_reason="tool_calls")
 
@@ -41,13 +43,25 @@ def raw_call(name: str, arguments: str, call_id: str | None = None) -> ModelResp
     )
 
 
+_lengths: dict[str, int] = {}  # item hash -> length of its text: a context repeats turn after turn
+
+
+def _text_length(item: Item) -> int:
+    length = _lengths.get(item.hash)
+    if length is None:
+        if len(_lengths) > 50_000:
+            _lengths.clear()
+        length = _lengths[item.hash] = len(item.text)
+    return length
+
+
 def _as_response(value: Scripted, request: ModelRequest, name: str) -> ModelResponse:
     if isinstance(value, ProviderError):
         raise value
     response = ModelResponse(text=value) if isinstance(value, str) else value
     usage = response.usage
     if usage == Usage():
-        chars_in = sum(len(ci.item.text) for ci in request.context)
+        chars_in = sum(_text_length(ci.item) for ci in request.context)
         chars_out = len(response.text) + sum(len(c.arguments) + len(c.name) for c in response.tool_calls)
         usage = Usage((chars_in + 3) // 4, (chars_out + 3) // 4)
     return ModelResponse(

@@ -6,9 +6,13 @@ import asyncio
 import enum
 from typing import Annotated, Any, Literal
 
+import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent import Tool, ToolRegistry, result_text, tool
+from agent._tools import _surely_valid
 from agent.errors import ToolArgumentsError, ToolNotFoundError, ToolTimeoutError, UserError
 
 
@@ -176,3 +180,27 @@ def test_definition_item() -> None:
     item = forecast.definition()
     assert item.kind == "tool_definition"
     assert item.body["name"] == "forecast" and item.body["parameters"] == forecast.parameters
+
+
+# the fast path never accepts what the full validator rejects
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.floats(-2, 2, allow_nan=False) | st.sampled_from(["", "a", "c"]),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.sampled_from(["city", "days", "x"]), children,
+                                                                      max_size=3),
+    max_leaves=6,
+)
+_schemas = [
+    forecast.parameters,
+    {"type": "object", "properties": {"x": {"type": ["integer", "null"]}}, "required": ["x"]},
+    {"type": "array", "items": {"enum": ["a", 1, None]}},
+    {"type": "object", "additionalProperties": {"type": "number"}},
+    {"type": "object", "properties": {"city": {"type": "string", "minLength": 2}}},  # minLength: not understood
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_json_values, index=st.integers(0, len(_schemas) - 1))
+def test_the_fast_validity_check_agrees_with_jsonschema(value: Any, index: int) -> None:
+    schema = _schemas[index]
+    if _surely_valid(schema, value):
+        assert jsonschema.Draft202012Validator(schema).is_valid(value)

@@ -1,0 +1,159 @@
+"""Running one response's tool calls: in parallel, recorded as a fork/join batch, results in call order.
+
+    inference -> tool batch -(fork)-> tool a | tool b -(join)-> next inference
+
+Every failure of a call — an unknown tool, arguments that are not JSON or break the schema, a
+refusal by the approval callback, an exception, a timeout — becomes an error result the model
+sees and can correct from; none of them ends the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from tracer import ContextItem, EdgeKind, Item, ItemKind, StageKind, StageRecording, StageStatus
+
+from ._events import ToolFinished, ToolStarted
+from ._hooks import RunContext
+from ._pause import Paused, pause_state
+from ._tools import PauseRun, result_text
+from .errors import ToolArgumentsError, ToolNotFoundError, ToolRejectedError, ToolTimeoutError
+from .providers import ToolCall
+
+if TYPE_CHECKING:
+    from ._loop import Decided, RunLoop
+
+
+async def run_batch(
+    loop: RunLoop,
+    ctx: RunContext,
+    inference: StageRecording | str,
+    calls: list[ToolCall],
+    call_items: list[ContextItem],
+    decided: Decided,
+) -> list[StageRecording | str]:
+    """Run one response's tool calls in parallel; their results join memory in call order.
+
+    A cancelled batch still leaves a result for every call (finished ones keep theirs, the rest
+    say they were cancelled), so the conversation stays valid for the next run.
+    """
+    assert loop.run is not None
+    agent = loop.agent
+    batch = loop.run.stage(StageKind.TOOL_BATCH, f"{len(calls)} tool call(s)", after=[inference])
+    stages = [loop.run.stage(StageKind.TOOL, call.name, after=[batch], edge=EdgeKind.FORK, parent=batch)
+              for call in calls]
+    loop.tail = list(stages)
+    results: list[ContextItem | None] = [None] * len(calls)
+    if len(calls) == 1:  # the common case: no gather, no extra task
+        try:
+            outcomes: list[Any] = [
+                await _one_tool(loop, ctx, calls[0], call_items[0], stages[0], decided, results, 0)]
+        except asyncio.CancelledError:
+            outcomes = [asyncio.CancelledError()]
+    else:
+        try:
+            outcomes = await asyncio.gather(
+                *(_one_tool(loop, ctx, call, ci, stage, decided, results, i)
+                  for i, (call, ci, stage) in enumerate(zip(calls, call_items, stages, strict=True))),
+                return_exceptions=True,
+            )
+        except asyncio.CancelledError:
+            outcomes = [asyncio.CancelledError()]
+    if any(isinstance(o, asyncio.CancelledError) for o in outcomes):
+        batch.close(StageStatus.CANCELLED)
+        agent.memory.add(agent.conversation_id, *(r for r in results if r is not None))
+        raise asyncio.CancelledError()
+    failures = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, PauseRun)]
+    if failures:
+        batch.close(StageStatus.ERROR, str(failures[0]))
+        raise failures[0]
+    loop.tool_calls += len(calls)
+    pauses = [(call, o) for call, o in zip(calls, outcomes, strict=True) if isinstance(o, PauseRun)]
+    if pauses:
+        batch.set(paused=len(pauses))
+        batch.close()
+        raise Paused(pause_state(loop, calls, outcomes, pauses, stages))
+    batch.close()
+    agent.memory.add(agent.conversation_id, *outcomes)
+    return list(stages)
+
+
+async def _one_tool(
+    loop: RunLoop,
+    ctx: RunContext,
+    call: ToolCall,
+    call_item: ContextItem,
+    stage: StageRecording,
+    decided: Decided,
+    results: list[ContextItem | None],
+    index: int,
+) -> ContextItem | PauseRun:
+    stage.inputs([call_item])
+    stage.set(call_id=call.id, arguments=call.arguments)
+    started = time.perf_counter()
+    is_error = False
+    known = decided.get(call.id)
+    try:
+        if known is not None:
+            content, is_error = known
+            stage.set(served_from="pause")
+        else:
+            content = await _execute(loop, ctx, call, skip_approval=call.id in decided)
+    except PauseRun as pause:
+        stage.set(paused=True, question=pause.question, pause_kind=pause.kind)
+        stage.close()
+        return pause
+    except asyncio.CancelledError:
+        results[index] = stage.output(result_item(call.id, call.name, "Error: cancelled before it finished.", True))
+        stage.close(StageStatus.CANCELLED)
+        raise
+    except Exception as exc:
+        is_error = True
+        content = _error_text(call, exc)
+        stage.set(error_type=type(exc).__name__)
+    duration = (time.perf_counter() - started) * 1000
+    result = results[index] = stage.output(result_item(call.id, call.name, content, is_error))
+    stage.set(is_error=is_error, duration_ms=round(duration, 3))
+    stage.close(StageStatus.ERROR if is_error else StageStatus.OK)
+    await loop.hook("on_tool_end", ctx, call, content, is_error, duration)
+    if loop.emit is not None:
+        loop.emit(ToolFinished(call.id, call.name, content, is_error, duration))
+    return result
+
+
+async def _execute(loop: RunLoop, ctx: RunContext, call: ToolCall, *, skip_approval: bool) -> str:
+    """Find, validate, approve and run one call; every failure is raised for the caller to turn into a result."""
+    agent = loop.agent
+    tool = agent.tools.get(call.name)
+    if tool is None:
+        raise ToolNotFoundError(
+            f"there is no tool named {call.name!r}; the tools you can call are: "
+            f"{', '.join(agent.tools) or 'none'}"
+        )
+    arguments = tool.parse_arguments(call.arguments)
+    if agent.approve is not None and not skip_approval:
+        verdict = agent.approve(call, tool)
+        if asyncio.iscoroutine(verdict):
+            verdict = await verdict
+        if not verdict:
+            raise ToolRejectedError(f"the call to {call.name} was not approved; do not retry it unchanged")
+    progress = tool.progress_line(arguments) if tool.progress is not None else None
+    await loop.hook("on_tool_start", ctx, call)
+    if progress:
+        await loop.hook("on_progress", ctx, progress)
+    if loop.emit is not None:
+        loop.emit(ToolStarted(call.id, call.name, call.arguments, progress))
+    return result_text(await tool.run(arguments))
+
+
+def result_item(call_id: str, name: str, content: str, is_error: bool) -> Item:
+    """A tool result item."""
+    return Item(ItemKind.TOOL_RESULT, {"call_id": call_id, "name": name, "content": content, "is_error": is_error})
+
+
+def _error_text(call: ToolCall, exc: Exception) -> str:
+    if isinstance(exc, ToolNotFoundError | ToolArgumentsError | ToolRejectedError | ToolTimeoutError):
+        return f"Error: {exc}"
+    return f"Error: {call.name} failed: {type(exc).__name__}: {exc}"
