@@ -11,8 +11,9 @@ What each figure means:
   ... -> answer. Every inference's snapshot is ~20 items: system prompt, two tool definitions,
   settings and a sliding window of the last 16 messages (a few hundred to ~1,500 characters each).
 * raw insert: the very rows the recorder wrote, read back and inserted again into a fresh store
-  with the same columns and the same batching (columnar unnest inserts, the writer's mean batch
-  size per transaction), with no recorder in between. The ratio is recorder rate / raw rate.
+  with the same columns and the same batching (the writer's columnar encoding, its mean batch
+  size per transaction, the same checkpoint setting), with no recorder and no writer thread in
+  between: the cost of DuckDB alone. The ratio is recorder rate / raw rate.
 * bytes on disk per unique content byte: the store file after close, divided by the UTF-8 size of
   the distinct items' content; beside it what a full copy of every snapshot would take.
 * why latency: `why` on the answer of random runs of a synthetic store of 1,000,000 stages, built
@@ -40,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tracer import ContextItem, EdgeKind, Item, ItemKind, Origin, OriginKind, Recorder, Store, why
 from tracer._schema import TABLES, VIEWS
-from tracer._writer import COLUMNS
+from tracer._writer import COLUMN_TYPES, COLUMNS, select_rows
 
 WINDOW = 16  # conversation messages kept in each snapshot (plus 4 fixed items: ~20)
 TURNS = 4  # inferences per run: 3 with a tool call, the last one answers
@@ -174,6 +175,7 @@ def raw_insert(source_path: str, target_path: str, stages_per_batch: float) -> t
     stages = len(tables["fp_stage"])
     n_batches = max(1, round(stages / max(stages_per_batch, 1.0)))
     con = duckdb.connect(target_path)
+    con.execute("SET checkpoint_threshold = '256MB'")  # as Store.open sets it
     con.execute(TABLES)
     con.execute(VIEWS)
     started = time.perf_counter()
@@ -185,9 +187,8 @@ def raw_insert(source_path: str, target_path: str, stages_per_batch: float) -> t
             chunk = rows[lo:hi]
             if not chunk:
                 continue
-            columns = [list(c) for c in zip(*chunk, strict=True)]
-            params = ", ".join(f"unnest(${i + 1})" for i in range(len(columns)))
-            con.execute(f"INSERT INTO {table} SELECT {params}", columns)
+            select, params = select_rows(COLUMN_TYPES[table], chunk)
+            con.execute(f"INSERT INTO {table} {select}", params)
         con.execute("COMMIT")
     con.execute("CHECKPOINT")
     con.close()

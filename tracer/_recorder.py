@@ -76,6 +76,7 @@ class Recorder:
         self.redaction = redaction if redaction is not None else RedactionPolicy()
         self._redacted: dict[str, Item] = {}
         self._sent: dict[str, str] = {}  # item hash -> stored hash, for items already handed to the writer
+        self._policy_json: tuple[RedactionPolicy, str | None] | None = None  # (policy, its JSON) cache
         self.listeners: list[RecordingListener] = list(listeners)
 
     @property
@@ -107,7 +108,7 @@ class Recorder:
             (
                 run.id, session_id, agent, RunStatus.RUNNING.value, policy.text(input), None, model, run.started_at,
                 None, 0, 0, 0.0, forked_from_run, forked_from_stage, _json(policy.value(fork_edit)),
-                list(labels), _json(policy.value(attributes or {})), _json(policy.describe()), None,
+                list(labels), _json(policy.value(attributes or {})), self._policy_text(), None,
             ),
         )
         self._submit(bundle)
@@ -135,6 +136,13 @@ class Recorder:
             run.record = Run(run_id, session_id, agent, RunStatus.RUNNING.value, "", None, None, run.started_at)
             self._notify("run_started", run.record, resumed=True, first_seq=next_seq)
         return run
+
+    def _policy_text(self) -> str | None:
+        """The policy's description as stored with each run (computed once per policy)."""
+        cached = self._policy_json
+        if cached is None or cached[0] is not self.redaction:
+            cached = self._policy_json = (self.redaction, _json(self.redaction.describe()))
+        return cached[1]
 
     def stored_item(self, item: Item) -> Item:
         """The item as it is stored: redacted when the policy changes it (cached per content hash)."""
@@ -202,7 +210,10 @@ def _add_snapshot(
     columns = (
         sep.join(hashes),
         sep.join([o.kind for o in origins]),
-        *(sep.join([null if v is None else v for v in values]) for values in (runs, stages, sources, dropped)),
+        sep.join([null if v is None else v for v in runs]),
+        sep.join([null if v is None else v for v in stages]),
+        sep.join([null if v is None else v for v in sources]),
+        sep.join([null if v is None else v for v in dropped]),
     )
     whole = "".join(columns)
     nulls = runs.count(None) + stages.count(None) + sources.count(None) + dropped.count(None)
@@ -431,6 +442,7 @@ class NullRecorder(Recorder):
         self.redaction = RedactionPolicy.none()
         self._redacted = {}
         self._sent = {}
+        self._policy_json = None
         self.listeners = []
 
     @property

@@ -100,6 +100,10 @@ def content_hash(kind: str, body: Any) -> str:
     return digest.hexdigest()
 
 
+# the canonical JSON of the usual kinds, so hashing an item dumps only its body
+_KIND_JSON = {str(kind): canonical_json(str(kind)) for kind in ItemKind}
+
+
 def _text_of(kind: str, body: dict[str, Any]) -> str:
     if kind == ItemKind.TOOL_CALL:
         args = body.get("arguments", "")
@@ -134,7 +138,8 @@ class Item:
             # the same canonical text as content_hash(), kept: the store writes it as the body
             canonical = canonical_json(self.body)
             object.__setattr__(self, "_canonical", canonical)
-            digest = hashlib.blake2b(f"[{canonical_json(self.kind)},{canonical}]".encode(), digest_size=16)
+            kind = _KIND_JSON.get(self.kind) or canonical_json(self.kind)
+            digest = hashlib.blake2b(f"[{kind},{canonical}]".encode(), digest_size=16)
             object.__setattr__(self, "hash", digest.hexdigest())
 
     @property

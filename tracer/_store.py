@@ -51,6 +51,10 @@ class RunFilter:
     label: str | None = None
 
 
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" * len(values))
+
+
 def _loads(value: str | None) -> Any:
     return json.loads(value) if value else None
 
@@ -345,48 +349,73 @@ class Store:
 
     def load_run(self, run_id: str) -> RunData:
         """Everything recorded about one run."""
-        run = self.get_run(run_id)
+        return self.load_runs([run_id])[run_id]
+
+    def load_runs(self, run_ids: Iterable[str]) -> dict[str, RunData]:
+        """Everything recorded about several runs, in one query per table (a NotFoundError names a missing run).
+
+        `why` loads the runs a walk is about to reach together: the lookups are the cost at a million
+        stages, not the rows. Rows are found through the ids' zone maps (ids sort by time, so each
+        run sits in one or two row groups) and items through the primary-key index.
+        """
+        ids = list(dict.fromkeys(run_ids))
+        if not ids:
+            return {}
+        marks = _marks(ids)
+        runs = {r[0]: _run_from_row(r) for r in self.query(f"SELECT {_RUN_COLUMNS} FROM fp_run WHERE id IN ({marks})", ids)}
+        missing = [i for i in ids if i not in runs]
+        if missing:
+            raise NotFoundError(f"no run {missing[0]} in {self.path}")
         cur = self.cursor()
         try:
             stage_rows = cur.execute(
                 "SELECT id, run_id, seq, kind, name, status, started_at, ended_at, parent_id, attributes, error "
-                "FROM fp_stage WHERE run_id = ? ORDER BY seq",
-                [run_id],
+                f"FROM fp_stage WHERE run_id IN ({marks}) ORDER BY run_id, seq",
+                ids,
             ).fetchall()
-            edge_rows = cur.execute("SELECT run_id, src, dst, kind FROM fp_edge WHERE run_id = ?", [run_id]).fetchall()
+            edge_rows = cur.execute(f"SELECT run_id, src, dst, kind FROM fp_edge WHERE run_id IN ({marks})", ids).fetchall()
             entry_rows = cur.execute(
-                "SELECT stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source, "
-                "included, dropped_by FROM fp_entry WHERE run_id = ? ORDER BY stage_id, position",
-                [run_id],
+                "SELECT run_id, stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source, "
+                f"included, dropped_by FROM fp_entry WHERE run_id IN ({marks}) ORDER BY stage_id, position",
+                ids,
             ).fetchall()
             output_rows = cur.execute(
-                "SELECT stage_id, item_hash FROM fp_output WHERE run_id = ? ORDER BY stage_id, position", [run_id]
+                f"SELECT run_id, stage_id, item_hash FROM fp_output WHERE run_id IN ({marks}) "
+                "ORDER BY stage_id, position",
+                ids,
             ).fetchall()
         finally:
             cur.close()
-        stages = [
-            Stage(
+        loaded = {i: RunData(run=runs[i], stages=[], edges=[]) for i in ids}
+        for r in stage_rows:
+            loaded[r[1]].stages.append(Stage(
                 id=r[0], run_id=r[1], seq=r[2], kind=r[3], name=r[4], status=r[5], started_at=r[6],
                 ended_at=r[7], parent_id=r[8], attributes=_loads(r[9]) or {}, error=r[10],
-            )
-            for r in stage_rows
-        ]
-        data = RunData(run=run, stages=stages, edges=[Edge(*r) for r in edge_rows])
+            ))
+        for r in edge_rows:
+            loaded[r[0]].edges.append(Edge(*r))
         for r in entry_rows:
-            data.inputs.setdefault(r[0], []).append(
-                SnapshotEntry(r[1], r[2], Origin(r[3], r[4], r[5], r[6]), bool(r[7]), r[8])
+            loaded[r[0]].inputs.setdefault(r[1], []).append(
+                SnapshotEntry(r[2], r[3], Origin(r[4], r[5], r[6], r[7]), bool(r[8]), r[9])
             )
         for r in output_rows:
-            data.outputs.setdefault(r[0], []).append(r[1])
-        wanted = {e.item_hash for es in data.inputs.values() for e in es}
-        wanted.update(h for hs in data.outputs.values() for h in hs)
-        data.items = self.items(wanted)
-        return data
+            loaded[r[0]].outputs.setdefault(r[1], []).append(r[2])
+        wanted = {e.item_hash for d in loaded.values() for es in d.inputs.values() for e in es}
+        wanted.update(h for d in loaded.values() for hs in d.outputs.values() for h in hs)
+        items = self.items(wanted)
+        for data in loaded.values():
+            hashes = {e.item_hash for es in data.inputs.values() for e in es}
+            hashes.update(h for hs in data.outputs.values() for h in hs)
+            data.items = {h: items[h] for h in hashes if h in items}
+        return loaded
 
     def items(self, hashes: Iterable[str]) -> dict[str, Item]:
         """The stored items with these hashes."""
         wanted = list(set(hashes))
         if not wanted:
             return {}
-        rows = self.query("SELECT hash, kind, text, body FROM fp_item WHERE hash IN (SELECT unnest(?))", [wanted])
+        rows: list[tuple[Any, ...]] = []
+        for start in range(0, len(wanted), 1000):  # an IN list of parameters is an index lookup
+            chunk = wanted[start:start + 1000]
+            rows += self.query(f"SELECT hash, kind, text, body FROM fp_item WHERE hash IN ({_marks(chunk)})", chunk)
         return {r[0]: Item(r[1], json.loads(r[3]) if r[3] else {"text": r[2]}, r[0]) for r in rows}

@@ -112,6 +112,8 @@ class _Walker:
     def __init__(self, source: RunSource, max_depth: int) -> None:
         self._source = source
         self._runs: dict[str, RunData] = {}
+        self._referenced: set[str] = set()
+        self._visited: list[str] = []  # runs the walk reached, in order  # runs named by loaded snapshots, not loaded yet
         self._seen_stages: set[str] = set()
         self._max_depth = max_depth
         self.dropped: list[DroppedItem] = []
@@ -119,12 +121,39 @@ class _Walker:
     def run(self, run_id: str) -> RunData:
         data = self._runs.get(run_id)
         if data is None:
-            data = self._source.load_run(run_id)
-            self._runs[run_id] = data
+            load_runs = getattr(self._source, "load_runs", None)
+            if load_runs is None:
+                data = self._source.load_run(run_id)
+                self._remember(data)
+                return data
+            # load the run with every run the loaded ones point at and that is not loaded yet:
+            # a walk across a session then takes a few round trips instead of one per run
+            wanted = [run_id, *(r for r in self._referenced if r not in self._runs and r != run_id)]
+            try:
+                loaded: dict[str, RunData] = load_runs(wanted)
+            except NotFoundError:
+                loaded = load_runs([run_id])  # a referenced run is gone: load just this one
+            for other in wanted[1:]:
+                if other in loaded:
+                    self._remember(loaded[other])
+            data = loaded[run_id]
+            self._remember(data)
         return data
 
+    def _remember(self, data: RunData) -> None:
+        self._runs[data.run.id] = data
+        self._referenced.discard(data.run.id)
+        self._referenced.update(
+            e.origin.run_id for es in data.inputs.values() for e in es
+            if e.origin.run_id and e.origin.run_id not in self._runs
+        )
+
+    def visit(self, run_id: str) -> None:
+        if run_id not in self._visited:
+            self._visited.append(run_id)
+
     def visited_runs(self) -> list[str]:
-        return list(self._runs)
+        return list(self._visited)
 
     def item_node(self, item: Item | None, item_hash: str, origin: Origin, depth: int) -> EvidenceNode:
         node = EvidenceNode(
@@ -143,6 +172,7 @@ class _Walker:
             stage = data.stage(stage_id)
         except (NotFoundError, KeyError):
             return None
+        self.visit(run_id)
         node = EvidenceNode("stage", run_id, stage_id, stage.kind, stage.name)
         if stage_id in self._seen_stages:
             node.seen = True
@@ -175,6 +205,7 @@ def why(
     """
     walker = _Walker(source, max_depth)
     data = walker.run(run_id)
+    walker.visit(run_id)
     if item is None:
         target = data.answer_hash()
         if target is None:
