@@ -383,3 +383,26 @@ def test_a_store_held_by_another_process_is_refused(tmp_path: Path) -> None:
         holder.wait(timeout=30)
     assert holder.returncode == 0
     Store.open(path, read_only=True).close()  # readable again once the writer is gone
+
+
+def test_load_runs_reads_several_runs_at_once(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s.duckdb")
+    recorder = Recorder(store)
+    ids = []
+    for n in range(3):
+        run = recorder.start_run(agent="a", input=f"q{n}")
+        with run.stage("inference") as stage:
+            stage.inputs([ContextItem(Item.of_text("user", f"q{n}"), Origin("user"))])
+            stage.output(Item.of_text("assistant", f"a{n}"))
+        run.end("answered")
+        ids.append(run.id)
+    store.flush()
+    together = store.load_runs(ids[:2])
+    assert list(together) == ids[:2]
+    for run_id, data in together.items():
+        alone = store.load_run(run_id)
+        assert (data.run, data.stages, data.inputs, data.outputs, data.items) == (
+            alone.run, alone.stages, alone.inputs, alone.outputs, alone.items)
+    with pytest.raises(NotFoundError, match="no run r-missing"):
+        store.load_runs([ids[0], "r-missing"])
+    store.close()
