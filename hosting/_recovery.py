@@ -19,6 +19,7 @@ content, not on the call id).
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -73,7 +74,7 @@ def plan_recovery(envelope: Envelope, state: TurnState) -> RecoveryPlan:
     messages = state.agent.memory.require(state.conversation_id).messages
     if marker.get("kind") == "resume" and envelope.pause is not None:
         # crashed while resuming a pause, before its batch joined: resume it again, serving what finished
-        pause = PauseState.from_dict(envelope.pause)
+        pause = PauseState.from_dict(copy.deepcopy(envelope.pause))  # the envelope's parts are read-only
         done = {cid: r for cid, r in envelope.tool_results.items() if cid not in pause.results}
         pause.results.update({cid: {"content": r["content"], "is_error": r["is_error"]} for cid, r in done.items()})
         pause.pending = [p for p in pause.pending if p["call"]["id"] not in done]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -34,9 +34,10 @@ class TurnReply:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (the HTTP reply body)."""
-        out = asdict(self)
-        out.pop("extra")
-        return out
+        # by hand: dataclasses.asdict deep-copies, and this runs once per turn
+        return {"status": self.status, "session_id": self.session_id, "run_id": self.run_id,
+                "answer": self.answer, "question": self.question, "error": self.error,
+                "recovered": self.recovered, "replayed": self.replayed}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TurnReply:

@@ -19,6 +19,7 @@ second turn of the SAME session gets while one is running: ``refuse`` (default,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -82,6 +83,7 @@ class StandingAgent:
                                    lease_seconds=lease_seconds)
         self._original_hooks: dict[int, Hooks] = {}
         self._inflight: dict[str, int] = {}
+        self._session_locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[TurnReply]] = set()
         self._draining = False
         self._closed = False
@@ -199,21 +201,41 @@ class StandingAgent:
         self, slot: Slot, session_id: str | None, message: str, decision: str | None, turn_id: str | None,
         emit: Emit | None,
     ) -> TurnReply:
+        # Two locks: the SESSION's (its turns in order, from load to save) and the INSTANCE's (one
+        # run at a time on it). Pooled, they are the same lock. Shared, the instance is held only
+        # while it runs, so one session's save does not hold up every other session.
+        if session_id is None:
+            session_lock: asyncio.Lock | None = None
+        elif self._shared is not None:
+            session_lock = self._session_locks.setdefault(session_id, asyncio.Lock())
+        else:
+            session_lock = slot.lock
         try:
-            async with slot.lock:
-                if self._draining:
-                    raise HostShuttingDownError("the host is shutting down; this queued turn was not run",
-                                                session_id=session_id)
-                if session_id is None:
+            if session_lock is None:
+                async with slot.lock:
+                    self._check_draining(session_id)
                     return await self._anonymous(slot.agent, message, emit)
-                return await self._session_turn(slot.agent, session_id, message, decision, turn_id, emit)
+            async with session_lock:
+                self._check_draining(session_id)
+                return await self._session_turn(slot, session_id, message, decision, turn_id, emit)
         finally:
             self._release(slot, session_id)
+            if session_id is not None and session_id not in self._inflight:
+                self._session_locks.pop(session_id, None)
+
+    def _check_draining(self, session_id: str | None) -> None:
+        if self._draining:
+            raise HostShuttingDownError("the host is shutting down; this queued turn was not run",
+                                        session_id=session_id)
+
+    def _instance_lock(self, slot: Slot) -> contextlib.AbstractAsyncContextManager[Any]:
+        return slot.lock if self._shared is not None else contextlib.nullcontext()
 
     async def _session_turn(
-        self, agent: Agent, session_id: str, message: str, decision: str | None, turn_id: str | None,
+        self, slot: Slot, session_id: str, message: str, decision: str | None, turn_id: str | None,
         emit: Emit | None,
     ) -> TurnReply:
+        agent = slot.agent
         envelope = await self.sessions.load(session_id)  # UnreadableEnvelopeError fails this request
         marker = envelope.turn if envelope is not None else None
         if turn_id and marker and marker.get("turn_id") == turn_id and marker.get("state") == "done":
@@ -222,7 +244,8 @@ class StandingAgent:
             return reply
         recovered: dict[str, Any] | None = None
         if envelope is not None and needs_recovery(envelope, shared=self.sessions.shared, host_id=self.host_id):
-            done = await recover(self._turns, agent, envelope, emit)
+            async with self._instance_lock(slot):
+                done = await recover(self._turns, agent, envelope, emit)
             if done.status == "interrupted" or (turn_id and marker and marker.get("turn_id") == turn_id):
                 return done  # stopped again, or this request is the retry of the interrupted turn
             recovered = {"run_id": done.run_id, "status": done.status, "answer": done.answer,
@@ -232,28 +255,29 @@ class StandingAgent:
                               f"the session's interrupted turn ended {done.status}")
                 return done
             envelope = await self.sessions.load(session_id)
+        pause = None
         if decision is not None:
             if envelope is None or envelope.pause is None:
                 raise NotAwaitingError(f"session {session_id!r} is not waiting for a decision; send a message",
                                        session_id=session_id)
             pause = envelope.pause_state()
-            state = self._turns.hydrate(agent, session_id, envelope, kind="resume", text=decision, turn_id=turn_id)
-        else:
-            if envelope is not None and envelope.pause is not None:
-                question = envelope.pause.get("question", "")
-                raise AwaitingDecisionError(
-                    f"session {session_id!r} is waiting for a decision on {question!r}; send it as `decision`",
-                    session_id=session_id,
-                )
-            pause = None
-            state = self._turns.hydrate(agent, session_id, envelope, kind="run", text=message, turn_id=turn_id)
-        if emit is not None:
-            emit("turn", {"session_id": session_id, "kind": state.kind})
-        try:
-            result = await self._turns.run(state, pause=pause, emit=emit)
-            return await self._turns.finish(state, result, recovered=recovered)
-        finally:
-            self._turns.release(state)
+        elif envelope is not None and envelope.pause is not None:
+            question = envelope.pause.get("question", "")
+            raise AwaitingDecisionError(
+                f"session {session_id!r} is waiting for a decision on {question!r}; send it as `decision`",
+                session_id=session_id,
+            )
+        kind, text = ("resume", decision) if decision is not None else ("run", message)
+        async with self._instance_lock(slot):
+            state = self._turns.hydrate(agent, session_id, envelope, kind=kind, text=text, turn_id=turn_id)
+            if emit is not None:
+                emit("turn", {"session_id": session_id, "kind": kind})
+            try:
+                result = await self._turns.run(state, pause=pause, emit=emit)
+                outcome = self._turns.capture(state, result, recovered=recovered)
+            finally:
+                self._turns.release(state)
+        return await self._turns.persist(state, *outcome)
 
     async def _anonymous(self, agent: Agent, message: str, emit: Emit | None) -> TurnReply:
         conversation_id = new_anonymous_id()

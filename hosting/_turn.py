@@ -17,6 +17,7 @@ run's session id, so anonymous runs and runs outside the host are untouched.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -127,6 +128,12 @@ class SessionTurns:
 
     async def finish(self, state: TurnState, result: RunResult, *, recovered: dict[str, Any] | None = None) -> TurnReply:
         """Persist what the run left behind and build the reply."""
+        return await self.persist(state, *self.capture(state, result, recovered=recovered))
+
+    def capture(
+        self, state: TurnState, result: RunResult, *, recovered: dict[str, Any] | None = None
+    ) -> tuple[Envelope, TurnReply]:
+        """The envelope to save and the reply, taken from the instance (which is free afterwards)."""
         if state.failure is not None:
             raise state.failure  # a sync checkpoint failed (another writer, or the store): nothing more is saved
         conversation = state.agent.memory.require(state.conversation_id)
@@ -157,10 +164,14 @@ class SessionTurns:
         envelope = Envelope(
             state.session_id, conversation.to_dict(), pause, state.envelope.version, state.envelope.created_at,
             state.envelope.updated_at, status=reply.status, last_run_id=result.run_id or state.run_id, turn=marker,
-            tool_results=dict(state.tool_results) if interrupted else {},
+            tool_results=dict(state.tool_results) if interrupted else {}, messages=tuple(conversation.messages),
         )
+        return envelope, reply
+
+    async def persist(self, state: TurnState, envelope: Envelope, reply: TurnReply) -> TurnReply:
+        """Save the captured envelope against the latest version this turn saved."""
         async with state.save_lock:
-            await self._save(state, envelope)
+            await self._save(state, dataclasses.replace(envelope, version=state.envelope.version))
         return reply
 
     # ------------------------------------------------------------------ sync checkpoints
@@ -197,7 +208,7 @@ class SessionTurns:
                 state.session_id, conversation.to_dict(), state.pause, state.envelope.version,
                 state.envelope.created_at, state.envelope.updated_at, status="running",
                 last_run_id=state.run_id, turn=self._marker(state, "running"),
-                tool_results=dict(state.tool_results),
+                tool_results=dict(state.tool_results), messages=tuple(conversation.messages),
             )
             await self._save(state, envelope)
 

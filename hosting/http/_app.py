@@ -111,19 +111,19 @@ def _host_router(host: StandingAgent, get_recordings: Any) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["turns"])
 
     @router.post("/turns", response_model=TurnReplyModel, summary="Send a turn (or a decision) and wait for the reply")
-    async def send_turn(body: TurnRequest) -> dict[str, Any]:
+    async def send_turn(body: TurnRequest) -> JSONResponse:
         reply = await host.handle(body.message, session_id=body.session_id, decision=body.decision,
                                   turn_id=body.turn_id)
-        return reply.to_dict()
+        return JSONResponse(reply.to_dict())  # already the documented shape: no second validation
 
     @router.post(
         "/sessions/{session_id}/decision", response_model=TurnReplyModel,
         summary="Resume a session paused on a question with a person's decision",
     )
-    async def decide(session_id: str, body: DecisionRequest) -> dict[str, Any]:
+    async def decide(session_id: str, body: DecisionRequest) -> JSONResponse:
         _check_session_id(session_id)
         reply = await host.handle(session_id=session_id, decision=body.decision, turn_id=body.turn_id)
-        return reply.to_dict()
+        return JSONResponse(reply.to_dict())
 
     @router.post(
         "/turns/stream", summary="Send a turn and stream its events as Server-Sent Events",

@@ -2,17 +2,27 @@
 
 One process owns a DuckDB file, so the host does not open the file a second time: it takes a
 cursor from the tracer :class:`~tracer.Store` it records into and keeps sessions in a table of its
-own, ``fp_session``. Given a ``path`` instead, it opens that file for itself. Every statement runs
-on one worker thread, so the event loop never waits on DuckDB and statements never interleave.
-This is the only hosting module that imports duckdb.
+own, ``fp_session``. Given a ``path`` instead, it opens that file for itself. This is the only
+hosting module that imports duckdb.
+
+DuckDB is built for analytics: one UPDATE commits in milliseconds (the WAL is synced), which
+would cap a busy host at a hundred saves a second. So saves are group-committed: saves that
+arrive while a batch is being written wait for the next one, which writes them all in one
+transaction with one set-based statement (``UPDATE ... FROM unnest(...) WHERE version =
+expected``). A save still returns only once its row is committed, and the version check is
+still per row. Because this process is the file's only writer, the envelopes it wrote are also
+kept in a bounded read cache, so a session's next turn does not read DuckDB at all. Every
+statement runs on one worker thread: the event loop never waits on DuckDB.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import duckdb
@@ -27,12 +37,26 @@ T = TypeVar("T")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
+@dataclass
+class _Save:
+    expected: int
+    saved: Envelope
+    text: str
+    done: asyncio.Future[None]
+
+
 class DuckDBSessions(SessionStore):
-    """Sessions in a DuckDB table: in the recordings file (``store=``) or a file of their own (``path=``)."""
+    """Sessions in a DuckDB table: in the recordings file (``store=``) or a file of their own (``path=``).
+
+    ``cache_bytes`` bounds the read cache of envelopes this store wrote (0 turns it off).
+    """
 
     name = "duckdb"
 
-    def __init__(self, store: Store | None = None, *, path: str | None = None, table: str = "fp_session") -> None:
+    def __init__(
+        self, store: Store | None = None, *, path: str | None = None, table: str = "fp_session",
+        cache_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
         if (store is None) == (path is None):
             raise ValueError("DuckDBSessions needs exactly one of `store` (the recordings store) or `path`")
         if not _IDENT.match(table):
@@ -47,13 +71,18 @@ class DuckDBSessions(SessionStore):
                 assert path is not None
                 self._owned = self._con = duckdb.connect(path)
                 self.location = path
+            self._con.execute(
+                f"CREATE TABLE IF NOT EXISTS {table} (session_id VARCHAR PRIMARY KEY, version BIGINT NOT NULL, "
+                f"created_at DOUBLE, updated_at DOUBLE, status VARCHAR, payload VARCHAR NOT NULL)"
+            )
         except duckdb.Error as exc:
-            raise SessionStoreError(f"cannot open the session store {path}: {exc}") from exc
+            raise SessionStoreError(f"cannot open the session store in {store.path if store else path}: {exc}") from exc
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="footprint-sessions")
-        self._con.execute(
-            f"CREATE TABLE IF NOT EXISTS {table} (session_id VARCHAR PRIMARY KEY, version BIGINT NOT NULL, "
-            f"created_at DOUBLE, updated_at DOUBLE, status VARCHAR, payload VARCHAR NOT NULL)"
-        )
+        self._pending: list[_Save] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._cache: OrderedDict[str, tuple[Envelope, int]] = OrderedDict()  # envelope, its stored size
+        self._cache_bytes = 0
+        self._cache_limit = cache_bytes
         self._closed = False
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -64,8 +93,31 @@ class DuckDBSessions(SessionStore):
         except duckdb.Error as exc:
             raise SessionStoreError(f"the session store in {self.location} failed: {exc}") from exc
 
+    # ------------------------------------------------------------------ the read cache
+
+    def _remember(self, envelope: Envelope, size: int) -> None:
+        self._forget(envelope.session_id)
+        if size > self._cache_limit // 4 or envelope.messages is None:
+            return
+        self._cache[envelope.session_id] = (envelope, size)
+        self._cache_bytes += size
+        while self._cache_bytes > self._cache_limit:
+            _, (_, old) = self._cache.popitem(last=False)
+            self._cache_bytes -= old
+
+    def _forget(self, session_id: str) -> None:
+        entry = self._cache.pop(session_id, None)
+        if entry is not None:
+            self._cache_bytes -= entry[1]
+
+    # ------------------------------------------------------------------ the interface
+
     async def load(self, session_id: str) -> Envelope | None:
         """The session's envelope, or None."""
+        cached = self._cache.get(session_id)
+        if cached is not None:
+            self._cache.move_to_end(session_id)
+            return cached[0].copy()
         row = await self._run(self._fetch, session_id)
         if row is None:
             return None
@@ -77,32 +129,97 @@ class DuckDBSessions(SessionStore):
         ).fetchone()
 
     async def save(self, envelope: Envelope) -> Envelope:
-        """Store the envelope when its version is current."""
+        """Store the envelope when its version is current; returns once it is committed."""
+        if self._closed:
+            raise SessionStoreError(f"the session store in {self.location} is closed")
         saved = next_version(envelope)
-        await self._run(self._write, envelope.version, saved)
+        loop = asyncio.get_running_loop()
+        request = _Save(envelope.version, saved, saved.encode(), loop.create_future())
+        self._pending.append(request)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = loop.create_task(self._flush())
+        await asyncio.shield(request.done)
         return saved
 
-    def _write(self, expected: int, saved: Envelope) -> None:
-        payload = saved.encode()
-        if expected == 0:
-            row = self._con.execute(
-                f"INSERT INTO {self._table} VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING version",
-                [saved.session_id, saved.version, saved.created_at, saved.updated_at, saved.status, payload],
-            ).fetchone()
-        else:
-            row = self._con.execute(
-                f"UPDATE {self._table} SET version = ?, updated_at = ?, status = ?, payload = ? "
-                f"WHERE session_id = ? AND version = ? RETURNING version",
-                [saved.version, saved.updated_at, saved.status, payload, saved.session_id, expected],
-            ).fetchone()
-        if row is None:
-            found = self._con.execute(
-                f"SELECT version FROM {self._table} WHERE session_id = ?", [saved.session_id]
-            ).fetchone()
-            raise VersionConflictError(saved.session_id, expected, None if found is None else int(found[0]))
+    async def _flush(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                outcomes = await self._run(self._write, [(s.expected, s.saved, s.text) for s in batch])
+            except Exception as exc:
+                for s in batch:
+                    self._forget(s.saved.session_id)
+                    if not s.done.done():
+                        s.done.set_exception(exc)
+                continue
+            for s, outcome in zip(batch, outcomes, strict=True):
+                sid = s.saved.session_id
+                if outcome is None:
+                    self._remember(s.saved.copy(), len(s.text))
+                    s.done.set_result(None)
+                else:
+                    self._forget(sid)  # someone else wrote it: read it fresh next time
+                    s.done.set_exception(VersionConflictError(sid, s.expected, outcome[0]))
+
+    def _write(self, batch: list[tuple[int, Envelope, str]]) -> list[tuple[int | None] | None]:
+        """Write a batch in rounds of distinct sessions; None for a saved row, (found version,) for a conflict."""
+        outcomes: list[tuple[int | None] | None] = [None] * len(batch)
+        remaining = list(range(len(batch)))
+        while remaining:
+            seen: set[str] = set()
+            this_round, remaining_next = [], []
+            for i in remaining:
+                sid = batch[i][1].session_id
+                (remaining_next if sid in seen else this_round).append(i)
+                seen.add(sid)
+            remaining = remaining_next
+            written = self._write_round([batch[i] for i in this_round])
+            failed = [i for i in this_round if batch[i][1].session_id not in written]
+            if failed:
+                found = dict(self._con.execute(
+                    f"SELECT session_id, version FROM {self._table} WHERE session_id IN (SELECT unnest(?))",
+                    [[batch[i][1].session_id for i in failed]],
+                ).fetchall())
+                for i in failed:
+                    version = found.get(batch[i][1].session_id)
+                    outcomes[i] = (None if version is None else int(version),)
+        return outcomes
+
+    def _write_round(self, rows: list[tuple[int, Envelope, str]]) -> set[str]:
+        inserts = [(e, text) for expected, e, text in rows if expected == 0]
+        updates = [(expected, e, text) for expected, e, text in rows if expected != 0]
+        written: set[str] = set()
+        con = self._con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            if inserts:
+                written.update(r[0] for r in con.execute(
+                    f"INSERT INTO {self._table} SELECT unnest(?), unnest(?), unnest(?), unnest(?), unnest(?), "
+                    f"unnest(?) ON CONFLICT DO NOTHING RETURNING session_id",
+                    [[e.session_id for e, _ in inserts], [e.version for e, _ in inserts],
+                     [e.created_at for e, _ in inserts], [e.updated_at for e, _ in inserts],
+                     [e.status for e, _ in inserts], [text for _, text in inserts]],
+                ).fetchall())
+            if updates:
+                written.update(r[0] for r in con.execute(
+                    f"UPDATE {self._table} SET version = u.version, updated_at = u.updated_at, status = u.status, "
+                    f"payload = u.payload FROM (SELECT unnest(?) AS session_id, unnest(?) AS version, "
+                    f"unnest(?) AS expected, unnest(?) AS updated_at, unnest(?) AS status, unnest(?) AS payload) u "
+                    f"WHERE {self._table}.session_id = u.session_id AND {self._table}.version = u.expected "
+                    f"RETURNING {self._table}.session_id",
+                    [[e.session_id for _, e, _ in updates], [e.version for _, e, _ in updates],
+                     [x for x, _, _ in updates], [e.updated_at for _, e, _ in updates],
+                     [e.status for _, e, _ in updates], [text for _, _, text in updates]],
+                ).fetchall())
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return written
 
     async def delete(self, session_id: str) -> bool:
         """Remove a session."""
+        self._forget(session_id)
         return await self._run(self._delete, session_id)
 
     def _delete(self, session_id: str) -> bool:
@@ -123,6 +240,7 @@ class DuckDBSessions(SessionStore):
 
     async def write_raw(self, session_id: str, text: str) -> None:
         """Overwrite a session's stored text as is (tests use it to store a corrupt envelope)."""
+        self._forget(session_id)
         await self._run(
             lambda: self._con.execute(
                 f"INSERT INTO {self._table} VALUES (?, 1, 0, 0, NULL, ?) "
@@ -131,9 +249,12 @@ class DuckDBSessions(SessionStore):
         )
 
     async def close(self) -> None:
-        """Close the cursor (or the file this store opened); the recordings store stays open."""
+        """Finish pending saves and close the cursor (or the file this store opened); the recordings stay open."""
         if self._closed:
             return
+        if self._flusher is not None:
+            await asyncio.gather(self._flusher, return_exceptions=True)
         self._closed = True
+        self._cache.clear()
         await asyncio.get_running_loop().run_in_executor(self._executor, self._con.close)
         self._executor.shutdown(wait=True)

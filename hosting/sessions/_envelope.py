@@ -4,17 +4,20 @@ A session's conversation (``agent.Conversation.to_dict()``), the paused run when
 for a person (``agent.PauseState.to_dict()``), the marker of the turn in flight or last finished,
 tool results persisted while a tool batch was still running (``sync`` durability), a version for
 optimistic concurrency, and timestamps. Stores keep it as JSON text and never interpret it beyond
-:meth:`Envelope.decode`, which is where "unreadable" is decided.
+:meth:`Envelope.decode`, which is where "unreadable" is decided. An envelope's parts are read-only
+by convention (a store may hand out copies that share them); the host builds new ones to save.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent import Conversation, PauseState
+from tracer import ContextItem
 
 from ..errors import UnreadableEnvelopeError
 
@@ -52,16 +55,33 @@ class Envelope:
     last_run_id: str | None = None
     turn: dict[str, Any] | None = None
     tool_results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the conversation's messages as parsed context items (immutable), when known: parsing them
+    # again re-hashes every item, the most expensive part of hydrating a long conversation
+    messages: tuple[ContextItem, ...] | None = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------------ reading the parts
 
     def conversation_obj(self) -> Conversation:
-        """The conversation as an :class:`agent.Conversation` (a fresh object each call)."""
-        return Conversation.from_dict(self.conversation)
+        """The conversation as an :class:`agent.Conversation` (a fresh object each call).
+
+        ``conversation`` (the dict) is read-only by convention: an envelope shares it with copies.
+        """
+        if self.messages is None:
+            return Conversation.from_dict(self.conversation)
+        data = self.conversation
+        return Conversation(
+            id=str(data["id"]), system_prompt=data.get("system_prompt"), messages=list(self.messages),
+            metadata=dict(data.get("metadata") or {}), created_at=float(data.get("created_at") or 0.0),
+            updated_at=float(data.get("updated_at") or 0.0),
+        )
 
     def pause_state(self) -> PauseState | None:
         """The paused run, when the session waits for a person."""
         return None if self.pause is None else PauseState.from_dict(self.pause)
+
+    def copy(self) -> Envelope:
+        """A shallow copy: the parts (conversation, pause, turn, results) are read-only and shared."""
+        return dataclasses.replace(self)
 
     @property
     def awaiting(self) -> bool:
@@ -108,7 +128,7 @@ class Envelope:
             raise UnreadableEnvelopeError(session_id, f"not a {FORMAT} envelope")
         conversation = data.get("conversation")
         try:
-            Conversation.from_dict(conversation)  # type: ignore[arg-type]
+            parsed = Conversation.from_dict(conversation)  # type: ignore[arg-type]
         except ValueError as exc:
             raise UnreadableEnvelopeError(session_id, f"its conversation is malformed: {exc}") from exc
         pause = data.get("pause")
@@ -126,7 +146,7 @@ class Envelope:
         stored_id = data.get("session_id")
         if stored_id != session_id:
             raise UnreadableEnvelopeError(session_id, f"the envelope belongs to session {stored_id!r}")
-        return cls(
+        envelope = cls(
             session_id=session_id,
             conversation=conversation,  # type: ignore[arg-type]
             pause=pause,
@@ -137,4 +157,6 @@ class Envelope:
             last_run_id=data.get("last_run_id"),
             turn=turn,
             tool_results=results,
+            messages=tuple(parsed.messages),
         )
+        return envelope
