@@ -47,6 +47,7 @@ from ._writer import CHUNK_SEP, NULL_MARK, ROW_SEP, UNIT_SEP, Bundle
 from .errors import RecordingError
 
 _CACHE_SIZE = 16_384  # items remembered per recorder (redacted forms, hashes sent): bounds memory
+_UNSEEN: Any = object()
 
 
 class Durability(StrEnum):
@@ -74,7 +75,7 @@ class Recorder:
         self.store = store
         self.durability = Durability(durability)
         self.redaction = redaction if redaction is not None else RedactionPolicy()
-        self._redacted: dict[str, Item] = {}
+        self._redacted: dict[str, Item | None] = {}  # item hash -> its redacted form (None: unchanged)
         self._sent: dict[str, str] = {}  # item hash -> stored hash, for items already handed to the writer
         self._policy_json: tuple[RedactionPolicy, str | None] | None = None  # (policy, its JSON) cache
         self.listeners: list[RecordingListener] = list(listeners)
@@ -148,14 +149,16 @@ class Recorder:
         """The item as it is stored: redacted when the policy changes it (cached per content hash)."""
         if self.redaction.is_noop:
             return item
-        cached = self._redacted.get(item.hash)
-        if cached is None:
+        cached = self._redacted.get(item.hash, _UNSEEN)
+        if cached is _UNSEEN:
             body = self.redaction.value(item.body)
-            cached = item if body == item.body else Item(item.kind, body)
+            # only a changed item is kept: an unchanged one is remembered as None, so the cache
+            # holds no content the policy left alone
+            cached = None if body == item.body else Item(item.kind, body)
             if len(self._redacted) > _CACHE_SIZE:
                 self._redacted.clear()
             self._redacted[item.hash] = cached
-        return cached
+        return item if cached is None else cached
 
     def _stored_hash(self, item: Item, bundle: Bundle) -> str:
         """The stored item's hash; its row joins ``bundle`` unless this recorder sent it lately."""

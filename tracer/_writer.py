@@ -65,7 +65,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {t: tuple(c for c, _ in cols) for t, cols 
 RUN_END_COLUMNS = (
     "id", "status", "output", "model", "ended_at", "tokens_in", "tokens_out", "cost", "error", "attributes",
 )
-_KNOWN_ITEMS = 65_536
+_KNOWN_ITEMS = 16_384
 _INSERT_ORDER = ("fp_run", "fp_item", "fp_stage", "fp_edge", "fp_entry", "fp_output")
 
 # A packed snapshot: run id, stage id, then one string per column, each the stage's values joined
