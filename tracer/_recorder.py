@@ -18,7 +18,6 @@ when the store closes (also at interpreter exit).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -42,8 +41,9 @@ from ._records import (
     StageStatus,
 )
 from ._redaction import RedactionPolicy
+from ._rows import add_snapshot, item_row, json_text
 from ._store import Store
-from ._writer import CHUNK_SEP, NULL_MARK, ROW_SEP, UNIT_SEP, Bundle
+from ._writer import Bundle
 from .errors import RecordingError
 
 _CACHE_SIZE = 16_384  # items remembered per recorder (redacted forms, hashes sent): bounds memory
@@ -108,8 +108,8 @@ class Recorder:
             "fp_run",
             (
                 run.id, session_id, agent, RunStatus.RUNNING.value, policy.text(input), None, model, run.started_at,
-                None, 0, 0, 0.0, forked_from_run, forked_from_stage, _json(policy.value(fork_edit)),
-                list(labels), _json(policy.value(attributes or {})), self._policy_text(), None,
+                None, 0, 0, 0.0, forked_from_run, forked_from_stage, json_text(policy.value(fork_edit)),
+                list(labels), json_text(policy.value(attributes or {})), self._policy_text(), None,
             ),
         )
         self._submit(bundle)
@@ -142,7 +142,7 @@ class Recorder:
         """The policy's description as stored with each run (computed once per policy)."""
         cached = self._policy_json
         if cached is None or cached[0] is not self.redaction:
-            cached = self._policy_json = (self.redaction, _json(self.redaction.describe()))
+            cached = self._policy_json = (self.redaction, json_text(self.redaction.describe()))
         return cached[1]
 
     def stored_item(self, item: Item) -> Item:
@@ -165,7 +165,7 @@ class Recorder:
         stored_hash = self._sent.get(item.hash)
         if stored_hash is None:
             stored = self.stored_item(item)
-            bundle.add("fp_item", _item_row(stored))
+            bundle.add("fp_item", item_row(stored))
             stored_hash = stored.hash
             # clearing (rather than evicting one by one) is cheap and only costs a resent row,
             # which the writer skips as already stored; the bound keeps memory flat
@@ -185,57 +185,6 @@ class Recorder:
                 getattr(listener, event)(*args, **kwargs)
             except Exception:  # a listener (an exporter, a logger) must never break the run it follows
                 logging.getLogger("footprint.tracer").exception("recording listener %r failed on %s", listener, event)
-
-
-def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, default=str)
-
-
-def _item_row(item: Item) -> tuple[Any, ...]:
-    text = item.text
-    body = None if item.body == {"text": text} else item.canonical_body
-    return (item.hash, item.kind, text, body)
-
-
-def _add_snapshot(
-    bundle: Bundle, recorder: Recorder, run_id: str, stage_id: str,
-    inputs: Sequence[tuple[ContextItem, bool, str | None]],
-) -> None:
-    """A stage's snapshot into ``bundle``, packed into one string per column (see ``_writer``)."""
-    sent = recorder._sent
-    hashes = [sent.get(ci.item.hash) or recorder._stored_hash(ci.item, bundle) for ci, _, _ in inputs]
-    origins = [ci.origin for ci, _, _ in inputs]
-    null, sep = NULL_MARK, UNIT_SEP
-    runs = [o.run_id for o in origins]
-    stages = [o.stage_id for o in origins]
-    sources = [o.source for o in origins]
-    dropped = [d for _, _, d in inputs]
-    columns = (
-        sep.join(hashes),
-        sep.join([o.kind for o in origins]),
-        sep.join([null if v is None else v for v in runs]),
-        sep.join([null if v is None else v for v in stages]),
-        sep.join([null if v is None else v for v in sources]),
-        sep.join([null if v is None else v for v in dropped]),
-    )
-    whole = "".join(columns)
-    nulls = runs.count(None) + stages.count(None) + sources.count(None) + dropped.count(None)
-    if (
-        whole.count(sep) == 6 * (len(inputs) - 1)
-        and whole.count(null) == nulls
-        and ROW_SEP not in whole
-        and CHUNK_SEP not in whole
-    ):
-        h, k, r, s, src, d = columns
-        flags = "".join(["1" if included else "0" for _, included, _ in inputs])
-        bundle.snapshots.append((run_id, stage_id, h, k, r, s, src, flags, d))
-        return
-    for position, ((ci, included, dropped_by), item_hash) in enumerate(zip(inputs, hashes, strict=True)):
-        o = ci.origin  # a value holds a separator: these rows go the plain way
-        bundle.add(
-            "fp_entry",
-            (run_id, stage_id, position, item_hash, o.kind, o.run_id, o.stage_id, o.source, included, dropped_by),
-        )
 
 
 class RunRecording:
@@ -312,7 +261,7 @@ class RunRecording:
             (
                 self.id, self.status, None if output is None else policy.text(output), model, ended_at,
                 tokens_in, tokens_out, cost, None if error is None else policy.text(error),
-                _json(policy.value(attributes)) if attributes is not None else None,
+                json_text(policy.value(attributes)) if attributes is not None else None,
             )
         )
         self.recorder._submit(bundle)
@@ -380,14 +329,14 @@ class StageRecording:
             "fp_stage",
             (
                 self.id, run_id, self.seq, self.kind, self.name, str(status), self.started_at, ended_at,
-                self.parent_id, _json(policy.value(self.attributes)) if self.attributes else None,
+                self.parent_id, json_text(policy.value(self.attributes)) if self.attributes else None,
                 None if error is None else policy.text(error),
             ),
         )
         for src, kind in self.edges:
             bundle.add("fp_edge", (run_id, src, self.id, kind))
         if self._inputs:
-            _add_snapshot(bundle, recorder, run_id, self.id, self._inputs)
+            add_snapshot(bundle, run_id, self.id, self._inputs, recorder._sent, recorder._stored_hash)
         for position, item in enumerate(self._outputs):
             bundle.add("fp_output", (run_id, self.id, position, recorder._stored_hash(item, bundle)))
         recorder._submit(bundle)
