@@ -268,22 +268,23 @@ class Writer:
         while True:
             first = self._queue.get()
             batch: list[Any] = [first]
+            waiting = not isinstance(first, Bundle)  # someone waits on a flush (or the stop)
             deadline = time.monotonic() + self._linger
             while len(batch) < self._max_batch:
                 try:
-                    batch.append(self._queue.get_nowait())
-                    continue
+                    entry = self._queue.get_nowait()
                 except queue.Empty:
-                    pass
-                # Each statement costs a few ms of planning and GIL hand-over, so while rows keep
-                # coming a batch waits briefly for more; a flush (or stop) is never kept waiting.
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not isinstance(batch[-1], Bundle):
-                    break
-                try:
-                    batch.append(self._queue.get(timeout=remaining))
-                except queue.Empty:
-                    break
+                    # Each statement costs a few ms of planning and GIL hand-over, so while rows
+                    # keep coming a batch waits briefly for more; a flush is never kept waiting.
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or waiting:
+                        break
+                    try:
+                        entry = self._queue.get(timeout=remaining)
+                    except queue.Empty:
+                        break
+                batch.append(entry)
+                waiting = waiting or not isinstance(entry, Bundle)
             bundles = [b for b in batch if isinstance(b, Bundle)]
             error: BaseException | None = None
             if bundles:
