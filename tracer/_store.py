@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
@@ -25,6 +26,14 @@ from ._writer import Bundle, Writer
 from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError
 
 DEFAULT_PATH = "footprint.duckdb"
+DEFAULT_MEMORY_LIMIT = "64MB"
+_SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|KiB|MB|MiB|GB|GiB|TB|TiB)\s*$", re.IGNORECASE)
+
+
+def _size(value: str) -> str:
+    if not _SIZE.match(value):
+        raise StoreError(f"memory_limit {value!r} is not a size like '64MB' or '1GB'")
+    return value.strip()
 
 _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
 
@@ -94,12 +103,20 @@ class Store:
     # ----------------------------------------------------------------- opening
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] = DEFAULT_PATH, *, read_only: bool = False) -> Store:
+    def open(
+        cls,
+        path: str | os.PathLike[str] = DEFAULT_PATH,
+        *,
+        read_only: bool = False,
+        memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
+    ) -> Store:
         """Open (or, when writable and absent, create) the store at ``path``.
 
         Fails with a :class:`StoreError` naming the file when it is not a footprint store, is
         corrupt, was written by a newer footprint, or is held by another process. It never
-        overwrites or recreates an existing file.
+        overwrites or recreates an existing file. ``memory_limit`` (e.g. ``"64MB"``; None for
+        DuckDB's default of most of the RAM) bounds DuckDB's cache in a writable store, so a
+        process that records for days keeps a flat footprint.
         """
         spath = str(path)
         in_memory = spath == ":memory:"
@@ -122,11 +139,11 @@ class Store:
         except duckdb.Error as exc:
             raise NotAStoreError(f"{spath} is not a footprint store: {exc}") from exc
         try:
-            if not read_only:
-                # Rows reach the WAL at each commit; checkpointing (compressing them into the file)
-                # every 16 MB, DuckDB's default, costs a fifth of the recording's time and leaves a
-                # bigger file. A footprint store checkpoints at close and every 256 MB.
-                con.execute("SET checkpoint_threshold = '256MB'")
+            if not read_only and memory_limit is not None:
+                # DuckDB keeps the blocks it wrote cached up to its memory limit (80% of RAM by
+                # default), so a recording process would grow with the store. A small cache keeps
+                # it flat; big reads still work, spilling to disk when they must.
+                con.execute(f"SET memory_limit = '{_size(memory_limit)}'")
             cls._prepare(con, spath, read_only)
         except duckdb.Error as exc:
             con.close()

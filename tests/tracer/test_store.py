@@ -406,3 +406,12 @@ def test_load_runs_reads_several_runs_at_once(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match="no run r-missing"):
         store.load_runs([ids[0], "r-missing"])
     store.close()
+
+
+def test_memory_limit_is_applied_and_checked(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s.duckdb", memory_limit="96MB") as store:
+        (limit,) = store.query("SELECT current_setting('memory_limit')")[0]
+        assert str(limit).startswith(("91", "96", "100"))  # DuckDB reports it in MiB
+    with pytest.raises(StoreError, match="not a size"):
+        Store.open(tmp_path / "s.duckdb", memory_limit="lots; DROP TABLE fp_run")
+    Store.open(tmp_path / "s.duckdb", read_only=True).close()  # the refused open changed nothing
