@@ -387,6 +387,7 @@ class StandingAgent:
         elif self._shared is not None:
             await self._shared.agent.close("closed")
             self._unwire(self._shared.agent)
+        await self.sessions.flush()
         if self.recordings is not None and not self.recordings.read_only:
             await asyncio.to_thread(self.recordings.flush)
         if self._owns_sessions:
@@ -410,6 +411,7 @@ def standing_agent(
     recordings: Store | None = None,
     host_id: str | None = None,
     lease_seconds: float = 60.0,
+    close_sessions: bool | None = None,
 ) -> StandingAgent:
     """Serve an agent with per-session memory: ``agent`` (one shared instance) or ``agent_factory``.
 
@@ -419,5 +421,5 @@ def standing_agent(
     return StandingAgent(
         agent=agent, agent_factory=agent_factory, sessions=sessions, durability=durability,
         on_concurrent_invoke=on_concurrent_invoke, max_active_sessions=max_active_sessions,
-        recordings=recordings, host_id=host_id, lease_seconds=lease_seconds,
+        recordings=recordings, host_id=host_id, lease_seconds=lease_seconds, close_sessions=close_sessions,
     )

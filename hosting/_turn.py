@@ -169,9 +169,13 @@ class SessionTurns:
         return envelope, reply
 
     async def persist(self, state: TurnState, envelope: Envelope, reply: TurnReply) -> TurnReply:
-        """Save the captured envelope against the latest version this turn saved."""
+        """Save the captured envelope against the latest version this turn saved.
+
+        Under ``exit`` the store may reply before its commit (as the recorder does under
+        ``exit``); under ``sync`` the reply waits for it.
+        """
         async with state.save_lock:
-            await self._save(state, dataclasses.replace(envelope, version=state.envelope.version))
+            await self._save(state, dataclasses.replace(envelope, version=state.envelope.version), durable=self.sync)
         return reply
 
     # ------------------------------------------------------------------ sync checkpoints
@@ -212,8 +216,8 @@ class SessionTurns:
             )
             await self._save(state, envelope)
 
-    async def _save(self, state: TurnState, envelope: Envelope) -> None:
-        save = asyncio.ensure_future(self.sessions.save(envelope))
+    async def _save(self, state: TurnState, envelope: Envelope, *, durable: bool = True) -> None:
+        save = asyncio.ensure_future(self.sessions.save(envelope, durable=durable))
         try:
             state.envelope = await asyncio.shield(save)
         except asyncio.CancelledError:

@@ -34,11 +34,13 @@ class SessionStore(ABC):
         """
 
     @abstractmethod
-    async def save(self, envelope: Envelope) -> Envelope:
+    async def save(self, envelope: Envelope, *, durable: bool = True) -> Envelope:
         """Store ``envelope`` if the stored version still equals ``envelope.version`` (0: absent).
 
         Returns the stored envelope (version + 1, ``updated_at`` now); raises
-        :class:`VersionConflictError` and writes nothing otherwise.
+        :class:`VersionConflictError` and writes nothing otherwise. With ``durable=False`` an
+        unshared store may return before the write is committed (``exit`` durability): this
+        process reads its own write at once, and :meth:`flush` waits for the commit.
         """
 
     @abstractmethod
@@ -48,6 +50,9 @@ class SessionStore(ABC):
     @abstractmethod
     async def list(self, *, limit: int = 1000, offset: int = 0) -> list[SessionSummary]:
         """Sessions, most recently updated first."""
+
+    async def flush(self) -> None:  # noqa: B027 - only stores that write in the background need it
+        """Return once every save made so far is committed."""
 
     async def close(self) -> None:  # noqa: B027 - optional for stores that hold nothing
         """Release connections (the store is unusable afterwards)."""

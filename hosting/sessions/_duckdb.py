@@ -18,6 +18,7 @@ statement runs on one worker thread: the event loop never waits on DuckDB.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections import OrderedDict
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from ._base import SessionStore, next_version
 from ._envelope import Envelope, SessionSummary
 
 T = TypeVar("T")
+log = logging.getLogger("footprint.host")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -78,18 +80,24 @@ class DuckDBSessions(SessionStore):
         except duckdb.Error as exc:
             raise SessionStoreError(f"cannot open the session store in {store.path if store else path}: {exc}") from exc
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="footprint-sessions")
+        # reads get a cursor and a thread of their own, so a load never waits behind a commit
+        self._reader = self._con.cursor()
+        self._read_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="footprint-sessions-read")
         self._pending: list[_Save] = []
         self._flusher: asyncio.Task[None] | None = None
         self._cache: OrderedDict[str, tuple[Envelope, int]] = OrderedDict()  # envelope, its stored size
         self._cache_bytes = 0
         self._cache_limit = cache_bytes
+        self._unsettled: dict[str, int] = {}  # saves queued and not yet committed, per session
+        self._absent: dict[str, bool] = {}  # sessions a load found absent (bounded)
         self._closed = False
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _run(self, fn: Callable[..., T], *args: Any, read: bool = False) -> T:
         if self._closed:
             raise SessionStoreError(f"the session store in {self.location} is closed")
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+            executor = self._read_executor if read else self._executor
+            return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
         except duckdb.Error as exc:
             raise SessionStoreError(f"the session store in {self.location} failed: {exc}") from exc
 
@@ -118,28 +126,65 @@ class DuckDBSessions(SessionStore):
         if cached is not None:
             self._cache.move_to_end(session_id)
             return cached[0].copy()
-        row = await self._run(self._fetch, session_id)
+        if session_id in self._unsettled:
+            await self.flush()  # its last save is still queued and no longer cached: read it committed
+        row = await self._run(self._fetch, session_id, read=True)
         if row is None:
+            self._absent[session_id] = True  # its first save can then be checked here, not in the database
+            if len(self._absent) > 10_000:
+                self._absent.pop(next(iter(self._absent)))
             return None
         return Envelope.decode(session_id, row[2], version=int(row[0]), updated_at=float(row[1] or 0.0))
 
     def _fetch(self, session_id: str) -> tuple[Any, ...] | None:
-        return self._con.execute(
+        # fetchall, not fetchone: a result left unread keeps its transaction open (and blocks CHECKPOINT)
+        rows = self._reader.execute(
             f"SELECT version, updated_at, payload FROM {self._table} WHERE session_id = ?", [session_id]
-        ).fetchone()
+        ).fetchall()
+        return rows[0] if rows else None
 
-    async def save(self, envelope: Envelope) -> Envelope:
-        """Store the envelope when its version is current; returns once it is committed."""
+    async def save(self, envelope: Envelope, *, durable: bool = True) -> Envelope:
+        """Store the envelope when its version is current; returns once it is committed.
+
+        With ``durable=False`` it returns once the save is queued: the version is checked against
+        what this process wrote last (it is the file's only writer), later loads see the new
+        envelope at once, and the commit follows in the next batch.
+        """
         if self._closed:
             raise SessionStoreError(f"the session store in {self.location} is closed")
+        sid = envelope.session_id
+        if not durable:
+            cached = self._cache.get(sid)
+            if cached is not None and cached[0].version != envelope.version:
+                raise VersionConflictError(sid, envelope.version, cached[0].version)
+            known_new = envelope.version == 0 and self._absent.pop(sid, False)
+            if cached is None and sid not in self._unsettled and not known_new:
+                durable = True  # nothing to check the version against here: let the database decide
         saved = next_version(envelope)
         loop = asyncio.get_running_loop()
         request = _Save(envelope.version, saved, saved.encode(), loop.create_future())
         self._pending.append(request)
+        self._unsettled[sid] = self._unsettled.get(sid, 0) + 1
+        if not durable:
+            self._remember(saved.copy(), len(request.text))
+        request.done.add_done_callback(lambda _: self._settle(sid))
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush())
-        await asyncio.shield(request.done)
+        if durable:
+            await asyncio.shield(request.done)
         return saved
+
+    def _settle(self, session_id: str) -> None:
+        left = self._unsettled.get(session_id, 1) - 1
+        if left > 0:
+            self._unsettled[session_id] = left
+        else:
+            self._unsettled.pop(session_id, None)
+
+    async def flush(self) -> None:
+        """Return once every save made so far is committed."""
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.gather(self._flusher, return_exceptions=True)
 
     async def _flush(self) -> None:
         while self._pending:
@@ -147,19 +192,25 @@ class DuckDBSessions(SessionStore):
             try:
                 outcomes = await self._run(self._write, [(s.expected, s.saved, s.text) for s in batch])
             except Exception as exc:
+                log.error("the session store in %s failed to write %d session(s): %s", self.location, len(batch), exc)
                 for s in batch:
                     self._forget(s.saved.session_id)
                     if not s.done.done():
                         s.done.set_exception(exc)
+                        s.done.exception()  # marks it retrieved: a queued save's failure is logged above
                 continue
             for s, outcome in zip(batch, outcomes, strict=True):
                 sid = s.saved.session_id
                 if outcome is None:
-                    self._remember(s.saved.copy(), len(s.text))
+                    cached = self._cache.get(sid)
+                    if cached is None or cached[0].version <= s.saved.version:  # never over a newer queued save
+                        self._remember(s.saved.copy(), len(s.text))
                     s.done.set_result(None)
                 else:
                     self._forget(sid)  # someone else wrote it: read it fresh next time
                     s.done.set_exception(VersionConflictError(sid, s.expected, outcome[0]))
+                    s.done.exception()  # a queued (non-durable) save has no one awaiting it: logged below
+                    log.error("session %s: a queued save was refused: %s", sid, s.done.exception())
 
     def _write(self, batch: list[tuple[int, Envelope, str]]) -> list[tuple[int | None] | None]:
         """Write a batch in rounds of distinct sessions; None for a saved row, (found version,) for a conflict."""
@@ -219,28 +270,32 @@ class DuckDBSessions(SessionStore):
 
     async def delete(self, session_id: str) -> bool:
         """Remove a session."""
+        await self.flush()
         self._forget(session_id)
         return await self._run(self._delete, session_id)
 
     def _delete(self, session_id: str) -> bool:
-        row = self._con.execute(
+        rows = self._con.execute(
             f"DELETE FROM {self._table} WHERE session_id = ? RETURNING session_id", [session_id]
-        ).fetchone()
-        return row is not None
+        ).fetchall()
+        return bool(rows)
 
     async def list(self, *, limit: int = 1000, offset: int = 0) -> list[SessionSummary]:
         """Sessions, most recently updated first."""
         rows = await self._run(
-            lambda: self._con.execute(
+            lambda: self._reader.execute(
                 f"SELECT session_id, version, created_at, updated_at, status FROM {self._table} "
                 f"ORDER BY updated_at DESC, session_id DESC LIMIT ? OFFSET ?", [limit, offset],
-            ).fetchall()
+            ).fetchall(),
+            read=True,
         )
         return [SessionSummary(r[0], int(r[1]), float(r[2] or 0), float(r[3] or 0), r[4]) for r in rows]
 
     async def write_raw(self, session_id: str, text: str) -> None:
         """Overwrite a session's stored text as is (tests use it to store a corrupt envelope)."""
+        await self.flush()
         self._forget(session_id)
+        self._absent.pop(session_id, None)
         await self._run(
             lambda: self._con.execute(
                 f"INSERT INTO {self._table} VALUES (?, 1, 0, 0, NULL, ?) "
@@ -252,9 +307,11 @@ class DuckDBSessions(SessionStore):
         """Finish pending saves and close the cursor (or the file this store opened); the recordings stay open."""
         if self._closed:
             return
-        if self._flusher is not None:
-            await asyncio.gather(self._flusher, return_exceptions=True)
+        await self.flush()
         self._closed = True
         self._cache.clear()
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._con.close)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._read_executor, self._reader.close)
+        await loop.run_in_executor(self._executor, self._con.close)
+        self._read_executor.shutdown(wait=True)
         self._executor.shutdown(wait=True)

@@ -33,7 +33,7 @@ class InMemorySessions(SessionStore):
             return None
         return Envelope.decode(session_id, row.text, version=row.version, updated_at=row.updated_at)
 
-    async def save(self, envelope: Envelope) -> Envelope:
+    async def save(self, envelope: Envelope, *, durable: bool = True) -> Envelope:
         """Store the envelope when its version is current (no await inside: atomic on the loop)."""
         row = self._rows.get(envelope.session_id)
         found = 0 if row is None else row.version

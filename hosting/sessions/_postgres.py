@@ -112,7 +112,7 @@ class PostgresSessions(SessionStore):
             return None
         return Envelope.decode(session_id, row[2], version=int(row[0]), updated_at=float(row[1] or 0.0))
 
-    async def save(self, envelope: Envelope) -> Envelope:
+    async def save(self, envelope: Envelope, *, durable: bool = True) -> Envelope:
         """Store the envelope when its version is current (one conditional statement)."""
         saved = next_version(envelope)
         payload = saved.encode()

@@ -47,7 +47,9 @@ def host_process(db: Path, crash_dir: Path, *extra: str) -> Iterator[tuple[subpr
             if match:
                 url = f"http://127.0.0.1:{match.group(1)}"
         assert url is not None, "footprint serve did not start"
-        threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
+        lines: list[str] = []
+        proc.stderr_lines = lines  # type: ignore[attr-defined]  # kept for assertion messages
+        threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
         yield proc, url
     finally:
         if proc.poll() is None:

@@ -35,7 +35,7 @@ def test_sigterm_stores_the_running_turn_and_the_next_request_finishes_it(tmp_pa
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
         held.join(timeout=60)
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=60) == 0, "".join(proc.stderr_lines)  # type: ignore[attr-defined]
     # the running turn was answered as interrupted (not failed)
     assert replies[0].status_code == 200 and replies[0].json()["status"] == "interrupted"
     # the recordings were flushed and the file is free again: the run is there, marked cancelled
@@ -48,7 +48,7 @@ def test_sigterm_stores_the_running_turn_and_the_next_request_finishes_it(tmp_pa
         assert reply["recovered"]["answer"] == "done: noted A, signalled"
         assert reply["answer"] == "echo #2: and?"
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=60) == 0, "".join(proc.stderr_lines)  # type: ignore[attr-defined]
     assert sorted((crash_dir / "executions.log").read_text().splitlines()) == ["note A", "wait", "wait"]
 
 
