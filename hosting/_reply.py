@@ -42,5 +42,8 @@ class TurnReply:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TurnReply:
         """From :meth:`to_dict`'s form."""
-        known = {k: data.get(k) for k in ("status", "session_id", "run_id", "question", "error", "recovered")}
-        return cls(answer=data.get("answer") or "", replayed=bool(data.get("replayed")), **known)
+        return cls(
+            str(data.get("status") or "answered"), data.get("session_id"), data.get("run_id"),
+            answer=data.get("answer") or "", question=data.get("question"), error=data.get("error"),
+            recovered=data.get("recovered"), replayed=bool(data.get("replayed")),
+        )

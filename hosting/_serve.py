@@ -62,7 +62,7 @@ def serve(
     config = uvicorn.Config(
         app, host=bind, port=port, log_level=log_level, lifespan="on",
         # uvicorn waits this long for open requests; the host's own grace stops turns before it
-        timeout_graceful_shutdown=shutdown_grace + 15, access_log=False,
+        timeout_graceful_shutdown=int(shutdown_grace) + 15, access_log=False,
     )
     server = _Server(config, host, shutdown_grace)
 

@@ -26,7 +26,7 @@ import socket
 import uuid
 from typing import Any
 
-from agent import Agent, Hooks, RunFinished
+from agent import Agent, Hooks, RunFinished, RunResult
 from tracer import Durability, Store
 
 from ._pool import AgentFactory, AgentPool, Slot
@@ -211,7 +211,7 @@ class StandingAgent:
         else:
             session_lock = slot.lock
         try:
-            if session_lock is None:
+            if session_lock is None or session_id is None:
                 async with slot.lock:
                     self._check_draining(session_id)
                     return await self._anonymous(slot.agent, message, emit)
@@ -283,19 +283,19 @@ class StandingAgent:
         conversation_id = new_anonymous_id()
         agent.memory.create(agent.persona, id=conversation_id)
         agent.conversation_id, agent.session_id = conversation_id, None
+        result: RunResult | None = None
         try:
             if emit is None:
                 result = await agent.run(message)
             else:
-                result = None
                 async for event in agent.stream(message):
                     if isinstance(event, RunFinished):
                         result = event.result
                     else:
                         emit(*event_payload(event))
-                assert result is not None
         finally:
             agent.memory.delete(conversation_id)
+        assert result is not None  # a stream always ends with RunFinished
         error = result.error
         if result.status == "awaiting":
             error = "a one-off turn cannot be resumed: send a session_id to keep a paused run"

@@ -303,7 +303,7 @@ def seal_dangling_calls(conversation: Conversation, known: dict[str, dict[str, A
     for message in list(messages):
         if message.item.kind != ItemKind.TOOL_CALL:
             continue
-        call_id = message.item.body.get("id")
+        call_id = str(message.item.body.get("id"))
         if call_id in answered:
             continue
         name = message.item.body.get("name", "")

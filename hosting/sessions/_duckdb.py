@@ -218,7 +218,8 @@ class DuckDBSessions(SessionStore):
         remaining = list(range(len(batch)))
         while remaining:
             seen: set[str] = set()
-            this_round, remaining_next = [], []
+            this_round: list[int] = []
+            remaining_next: list[int] = []
             for i in remaining:
                 sid = batch[i][1].session_id
                 (remaining_next if sid in seen else this_round).append(i)

@@ -270,3 +270,20 @@ def test_bad_configuration_is_refused() -> None:
         standing_agent(agent_factory=make_agent, on_concurrent_invoke="drop")
     with pytest.raises(ValueError, match="max_active_sessions"):
         standing_agent(agent_factory=make_agent, max_active_sessions=0)
+
+
+async def test_closing_removes_the_hosts_wiring_from_the_agent() -> None:
+    agent = make_agent()
+    original = agent.hooks
+    host = standing_agent(agent=agent)
+    assert agent.hooks is not original  # the durability hooks are merged in
+    await host.handle("hello", session_id="alice")
+    await host.close()
+    assert agent.hooks is original
+
+
+def test_the_package_exports_everything_it_names() -> None:
+    import hosting
+
+    assert sorted(hosting.__all__) == hosting.__all__
+    assert all(hasattr(hosting, name) for name in hosting.__all__)
