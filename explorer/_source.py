@@ -9,13 +9,16 @@ the screens call them from worker threads.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol, runtime_checkable
 
 from tracer import (
+    Edge,
     Evidence,
     Run,
     RunData,
     RunFilter,
+    Stage,
     Store,
     run_from_dict,
     rundata_from_dict,
@@ -57,6 +60,13 @@ class RecordingSource(Protocol):
 
     def load_run(self, run_id: str) -> RunData:
         """Everything recorded about one run."""
+        ...
+
+    def load_outline(self, run_id: str) -> RunData:
+        """The run's stages, edges and outputs without the snapshots: enough to draw its flowchart.
+
+        A source that cannot read less than the whole run returns the whole run.
+        """
         ...
 
     def resolve_run_id(self, ref: str) -> str:
@@ -109,6 +119,29 @@ class StoreSource:
     def load_run(self, run_id: str) -> RunData:
         """Everything recorded about one run."""
         return self.store.load_run(run_id)
+
+    def load_outline(self, run_id: str) -> RunData:
+        """Stages, edges and outputs only, read through the store's public views (a few ms for any run).
+
+        A big run's snapshots are most of what it holds (each inference saw the whole conversation):
+        the flowchart is drawn from this while they are read.
+        """
+        run = self.store.get_run(run_id)
+        stages = [
+            Stage(id=r[0], run_id=r[1], seq=r[2], kind=r[3], name=r[4], status=r[5], started_at=r[6],
+                  ended_at=r[7], parent_id=r[8], attributes=json.loads(r[9]) if r[9] else {}, error=r[10])
+            for r in self.store.query(
+                "SELECT id, run_id, seq, kind, name, status, epoch(started_at), epoch(ended_at), parent_id, "
+                "attributes, error FROM stages WHERE run_id = ? ORDER BY seq", [run_id])
+        ]
+        edges = [Edge(*r) for r in self.store.query("SELECT run_id, src, dst, kind FROM edges WHERE run_id = ?",
+                                                    [run_id])]
+        data = RunData(run=run, stages=stages, edges=edges)
+        for stage_id, item_hash in self.store.query(
+                "SELECT stage_id, item_hash FROM outputs WHERE run_id = ? ORDER BY stage_id, position", [run_id]):
+            data.outputs.setdefault(stage_id, []).append(item_hash)
+        data.items = self.store.items(h for hs in data.outputs.values() for h in hs)
+        return data
 
     def resolve_run_id(self, ref: str) -> str:
         """The full id a prefix (or ``last``) names."""
@@ -173,6 +206,10 @@ class HostSource:
     def get_run(self, run_id: str) -> Run:
         """One run by id."""
         return _run(self.client.get_run(run_id))
+
+    def load_outline(self, run_id: str) -> RunData:
+        """The whole run: the read API sends a run in one piece."""
+        return self.load_run(run_id)
 
     def load_run(self, run_id: str) -> RunData:
         """Everything recorded about one run."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Literal
 
 from textual.app import App
@@ -12,6 +13,7 @@ from textual.screen import Screen
 from agent.providers import Provider
 from tracer import Run
 
+from ._prefetch import RunLoad
 from ._source import RecordingSource
 from .sandbox import PersonaStore
 from .screens.help import HelpScreen
@@ -67,6 +69,7 @@ class ExplorerApp(App[None]):
         self.start = start
         self._open_at = (run_id, stage_id)
         self.sub_title = source.label
+        self._reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="explorer-read")
 
     def get_default_screen(self) -> Screen[Any]:
         if self.start == "sandbox":
@@ -74,6 +77,9 @@ class ExplorerApp(App[None]):
 
             return SandboxScreen(base=True)
         return RunsScreen()
+
+    def on_unmount(self) -> None:
+        self._reader.shutdown(wait=False, cancel_futures=True)
 
     def on_mount(self) -> None:
         run_id, stage_id = self._open_at
@@ -86,7 +92,11 @@ class ExplorerApp(App[None]):
 
     def open_run(self, run_id: str, stage_id: str | None = None) -> None:
         """Show a run (and select a stage of it)."""
-        self.push_screen(RunScreen(run_id, stage_id))
+        self.push_screen(RunScreen(run_id, stage_id, prefetch=self.prefetch(run_id)))
+
+    def prefetch(self, run_id: str) -> RunLoad:
+        """Start reading a run now, on threads, so it loads while its screen is being built."""
+        return RunLoad.start(self._reader, self.source, run_id)
 
     def open_why(self, run_id: str, item: str | None = None) -> None:
         """Show why a run answered as it did (or where one of its items came from)."""
@@ -100,7 +110,7 @@ class ExplorerApp(App[None]):
                     self.pop_screen()
                 screen.select_stage(stage_id)
                 return
-        self.push_screen(RunScreen(run_id, stage_id))
+        self.open_run(run_id, stage_id)
 
     def open_sandbox(self) -> None:
         """Show the persona sandbox."""

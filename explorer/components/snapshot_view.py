@@ -74,8 +74,16 @@ class SnapshotView(Vertical):
         """The item table."""
         return self.query_one(DataTable)
 
-    def show(self, data: RunData, stage: Stage, *, diff: bool = False) -> None:
-        """Show ``stage``'s snapshot (or, with ``diff``, what changed since the previous inference)."""
+    def show(self, data: RunData, stage: Stage, *, diff: bool = False, partial: bool = False) -> None:
+        """Show ``stage``'s snapshot (or, with ``diff``, what changed since the previous inference).
+
+        ``partial``: the snapshots are still being read; say so (the screen shows them when they come).
+        """
+        if partial:
+            self.data = None
+            self.query_one(".snapshot--header", Static).update(f"{stage.name}: reading the snapshot…")
+            self.table.clear(columns=True)
+            return
         self.data = data
         self.stage = stage
         inferences = data.inferences()

@@ -1,8 +1,13 @@
-"""The pane under a run's flowchart: the snapshot of an inference, a tool call, or any other stage."""
+"""The pane under a run's flowchart: the snapshot of an inference, a tool call, or any other stage.
+
+Each view is mounted the first time a stage of its kind is selected, so a run screen opens with
+only the view it shows.
+"""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.widget import Widget
 from textual.widgets import ContentSwitcher
 
 from tracer import RunData, Stage, StageKind
@@ -10,6 +15,8 @@ from tracer import RunData, Stage, StageKind
 from .snapshot_view import SnapshotView
 from .stage_info_view import StageInfoView
 from .tool_call_view import ToolCallView
+
+_VIEWS: dict[str, type[Widget]] = {"snapshot": SnapshotView, "tool-call": ToolCallView, "stage-info": StageInfoView}
 
 
 class StageDetail(ContentSwitcher):
@@ -23,18 +30,19 @@ class StageDetail(ContentSwitcher):
         super().__init__(initial="stage-info", id=id)
 
     def compose(self) -> ComposeResult:
-        yield SnapshotView(id="snapshot")
-        yield ToolCallView(id="tool-call")
         yield StageInfoView(id="stage-info")
 
-    def show(self, data: RunData, stage: Stage) -> None:
-        """Show the details of ``stage``."""
-        if stage.kind == StageKind.INFERENCE:
-            self.current = "snapshot"
-            self.query_one(SnapshotView).show(data, stage)
-        elif stage.kind == StageKind.TOOL:
-            self.current = "tool-call"
-            self.query_one(ToolCallView).show(data, stage)
-        else:
-            self.current = "stage-info"
-            self.query_one(StageInfoView).show(data, stage)
+    async def _view(self, name: str) -> Widget:
+        found = self.query(f"#{name}")
+        if found:
+            return found.first()
+        view = _VIEWS[name](id=name)
+        await self.mount(view)
+        return view
+
+    async def show(self, data: RunData, stage: Stage, *, partial: bool = False) -> None:
+        """Show the details of ``stage`` (``partial``: ``data`` lacks the snapshots, still being read)."""
+        name = {StageKind.INFERENCE: "snapshot", StageKind.TOOL: "tool-call"}.get(stage.kind, "stage-info")
+        view = await self._view(name)
+        self.current = name
+        view.show(data, stage, partial=partial)  # type: ignore[attr-defined]

@@ -25,8 +25,8 @@ class StageInfoView(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static("", id="stage-info-body")
 
-    def show(self, data: RunData, stage: Stage) -> None:
-        """Show ``stage`` of ``data``."""
+    def show(self, data: RunData, stage: Stage, *, partial: bool = False) -> None:
+        """Show ``stage`` of ``data`` (``partial``: its inputs are still being read)."""
         text = Text()
         text.append(f"{stage.kind}", style="bold")
         if stage.name and stage.name != stage.kind:
@@ -47,7 +47,10 @@ class StageInfoView(VerticalScroll):
                 text.append(f"{item.kind}: ", style="dim")
                 text.append(item.text + "\n")
         entries = data.snapshot(stage.id, include_dropped=True)
-        if entries and stage.kind != StageKind.ANSWER:
+        if partial and stage.kind != StageKind.ANSWER:
+            text.append("\nInput\n", style="bold")
+            text.append("reading…\n", style="dim")
+        elif entries and stage.kind != StageKind.ANSWER:
             text.append("\nInput\n", style="bold")
             for entry in entries:
                 item = data.items.get(entry.item_hash)

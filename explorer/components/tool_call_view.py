@@ -38,8 +38,8 @@ class ToolCallView(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static("", id="tool-call-body")
 
-    def show(self, data: RunData, stage: Stage) -> None:
-        """Show ``stage`` (a tool call) of ``data``."""
+    def show(self, data: RunData, stage: Stage, *, partial: bool = False) -> None:
+        """Show ``stage`` (a tool call) of ``data`` (``partial``: without its input; the arguments are kept)."""
         attrs = stage.attributes
         call = next(
             (data.items[e.item_hash] for e in data.snapshot(stage.id)

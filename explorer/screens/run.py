@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from tracer import RunData, Stage
 
 from .._format import ORIGIN_COLOURS, STATUS_COLOURS, clock, cost, head, one_line, tokens
+from .._prefetch import RunLoad
 from ..components.flowchart import Flowchart
 from ..components.snapshot_view import SnapshotView
 from ..components.stage_detail import StageDetail
@@ -36,10 +37,11 @@ class RunScreen(Screen[None]):
     class Loaded(Message):
         """The run was read from the source (posted by the loading worker)."""
 
-        def __init__(self, data: RunData, session: list[str]) -> None:
+        def __init__(self, data: RunData, session: list[str], *, complete: bool) -> None:
             super().__init__()
             self.data = data
             self.session = session
+            self.complete = complete  # False for the outline: the snapshots are still being read
 
     class LoadFailed(Message):
         """The run could not be read."""
@@ -48,8 +50,10 @@ class RunScreen(Screen[None]):
             super().__init__()
             self.error = error
 
-    def __init__(self, run_id: str, stage_id: str | None = None) -> None:
+    def __init__(self, run_id: str, stage_id: str | None = None, *, prefetch: RunLoad | None = None) -> None:
         super().__init__()
+        self.prefetch = prefetch  # the run, already being read (see ExplorerApp.prefetch)
+        self.complete = False
         self.run_id = run_id
         self.stage_id = stage_id
         self.data: RunData | None = None
@@ -67,23 +71,46 @@ class RunScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="run-load", exit_on_error=False)
     def load(self) -> None:
-        """Read the run (and its session's run ids) in a worker thread."""
-        source = self.app.source  # type: ignore[attr-defined]
+        """Read the run's outline in a worker thread (the rest is read once it is drawn)."""
+        load = self.prefetch or self.app.prefetch(self.run_id)  # type: ignore[attr-defined]
+        self.prefetch = load
         try:
-            data = source.load_run(self.run_id)
+            outline = load.outline.result()
+        except Exception as exc:  # shown to the reader; the screen closes
+            self.post_message(self.LoadFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(self.Loaded(outline, [], complete=False))
+
+    @work(thread=True, exclusive=True, group="run-load-rest", exit_on_error=False)
+    def load_rest(self) -> None:
+        """Read the whole run (every snapshot) and its session's runs, in a worker thread."""
+        source = self.app.source  # type: ignore[attr-defined]
+        assert self.prefetch is not None
+        try:
+            data = self.prefetch.full().result()
             session = [r.id for r in source.session_runs(data.run.session_id)] if data.run.session_id else []
         except Exception as exc:  # shown to the reader; the screen closes
             self.post_message(self.LoadFailed(f"{type(exc).__name__}: {exc}"))
             return
-        self.post_message(self.Loaded(data, session))
+        self.post_message(self.Loaded(data, session, complete=True))
 
-    def on_run_screen_loaded(self, message: Loaded) -> None:
+    async def on_run_screen_loaded(self, message: Loaded) -> None:
+        first = self.data is None
         self.data = message.data
+        self.complete = message.complete
         self.session = message.session
-        self.query_one("#run-title", Static).update(self._title(message.data))
         chart = self.query_one(Flowchart)
-        chart.show(message.data, self.stage_id)
-        chart.focus()
+        self.query_one("#run-title", Static).update(self._title(message.data))
+        if first:
+            chart.show(message.data, self.stage_id)
+            chart.focus()
+            self.call_after_refresh(self.load_rest)
+            return
+        # the snapshots arrived: same stages, same drawing; the details can now show them
+        chart.data = message.data
+        stage = chart.selected_stage
+        if stage is not None:
+            await self.query_one(StageDetail).show(message.data, stage)
 
     def on_run_screen_load_failed(self, message: LoadFailed) -> None:
         self.notify(message.error, severity="error", timeout=6)
@@ -122,10 +149,10 @@ class RunScreen(Screen[None]):
         """The stage selected in the flowchart."""
         return self.query_one(Flowchart).selected_stage
 
-    def on_flowchart_stage_selected(self, message: Flowchart.StageSelected) -> None:
+    async def on_flowchart_stage_selected(self, message: Flowchart.StageSelected) -> None:
         if self.data is not None:
             self.stage_id = message.stage.id
-            self.query_one(StageDetail).show(self.data, message.stage)
+            await self.query_one(StageDetail).show(self.data, message.stage, partial=not self.complete)
 
     def on_flowchart_stage_opened(self, message: Flowchart.StageOpened) -> None:
         detail = self.query_one(StageDetail)
@@ -137,7 +164,7 @@ class RunScreen(Screen[None]):
     def on_snapshot_view_item_chosen(self, message: SnapshotView.ItemChosen) -> None:
         if self.data is None:
             return
-        item = self.data.items.get(message.item_hash)
+        item = self.data.items.get(message.item_hash)  # ItemChosen comes from a shown snapshot: complete
         origin = message.origin
 
         def after(choice: str | None) -> None:
@@ -189,4 +216,5 @@ class RunScreen(Screen[None]):
         if not 0 <= index < len(self.session):
             self.notify("no run before this one" if step < 0 else "this is the session's latest run", timeout=3)
             return
-        self.app.switch_screen(RunScreen(self.session[index]))
+        target = self.session[index]
+        self.app.switch_screen(RunScreen(target, prefetch=self.app.prefetch(target)))  # type: ignore[attr-defined]

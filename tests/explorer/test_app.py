@@ -104,7 +104,7 @@ async def test_inference_shows_its_snapshot_and_toggles_the_diff(
         snapshot = detail.query_one("#snapshot")
         table = snapshot.table  # type: ignore[attr-defined]
         kinds = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
-        assert kinds.count("tool result") == 2 and "memory" in kinds
+        assert kinds.count("result") == 2 and "memory" in kinds
         await pilot.press("d")
         assert snapshot.showing_diff  # type: ignore[attr-defined]
         changes = {str(table.get_row_at(i)[0]) for i in range(table.row_count)}

@@ -140,3 +140,35 @@ def test_host_panel(snap_compare: Any, sample_path: Path, open_app: Callable[...
             await pilot.pause()
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+class PausingHost(FakeHost):
+    """A host whose session pauses for a decision, then answers; it keeps what it was sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str | None, str | None]] = []
+
+    def send(self, message: str, session_id: str | None = None, decision: str | None = None) -> dict[str, Any]:
+        self.sent.append((message, session_id, decision))
+        if decision is None:
+            return {"status": "awaiting", "session_id": session_id, "run_id": "r-000004",
+                    "question": "Refund order 1234 for $42.00?"}
+        return {"status": "answered", "session_id": session_id, "run_id": "r-000004", "answer": "Refunded."}
+
+
+async def test_a_paused_turn_takes_the_next_line_as_its_decision(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, settle: Any
+) -> None:
+    host = PausingHost()
+    app = open_app(sample_path, read_only=True, host=host, start="host")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, HostScreen) and screen.session == "trip-7f3a"
+        await pilot.press(*"refund it", "enter")
+        await settle(pilot)
+        assert screen.awaiting == "trip-7f3a" and "Refund order 1234" in _log(screen)
+        await pilot.press(*"yes", "enter")
+        await settle(pilot)
+        assert host.sent == [("refund it", "trip-7f3a", None), ("", "trip-7f3a", "yes")]
+        assert screen.awaiting is None and "agent: Refunded." in _log(screen)
