@@ -112,7 +112,7 @@ def serve_command(
         else:
             host = StandingAgent(agent_factory=lambda: build(recorder), sessions=sessions, durability=durability,
                                  on_concurrent_invoke=on_concurrent, max_active_sessions=max_active_sessions,
-                                 recordings=store, host_id=host_id or _host_id(port, db))
+                                 recordings=store, close_sessions=True, host_id=host_id or _host_id(port, db))
         sock = _bind(bind, port)
         actual_port = sock.getsockname()[1]
 
