@@ -41,6 +41,8 @@ class ExplorerApp(App[None]):
     ENABLE_COMMAND_PALETTE = False
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Keys", key_display="?"),
+        # F1 too: where a text box has the focus (a chat), "?" is a character typed into it
+        Binding("f1", "help", "Keys", show=False),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
@@ -104,13 +106,14 @@ class ExplorerApp(App[None]):
 
     def go_to_stage(self, run_id: str, stage_id: str) -> None:
         """Select a stage: in the run screen already open for its run, else in a new one."""
-        for screen in reversed(self.screen_stack):
-            if isinstance(screen, RunScreen) and screen.run_id == run_id:
-                while self.screen is not screen:
-                    self.pop_screen()
-                screen.select_stage(stage_id)
-                return
-        self.open_run(run_id, stage_id)
+        open_already = [s for s in self.screen_stack if isinstance(s, RunScreen) and s.run_id == run_id]
+        if not open_already:
+            self.open_run(run_id, stage_id)
+            return
+        target = open_already[-1]
+        while self.screen is not target:
+            self.pop_screen()
+        target.select_stage(stage_id)
 
     def open_sandbox(self) -> None:
         """Show the persona sandbox."""
@@ -133,17 +136,21 @@ class ExplorerApp(App[None]):
     # ------------------------------------------------------------------ help
 
     def action_help(self) -> None:
-        """List the keys of the current screen."""
+        """List the keys of the current screen: its own first, then the focused widget's, then the app's."""
         screen = self.screen
         if isinstance(screen, HelpScreen):
             return
-        keys: list[tuple[str, str]] = []
-        seen: set[str] = set()
+        groups: dict[tuple[int, str, str], list[str]] = {}
         for key, active in screen.active_bindings.items():
             binding = active.binding
-            if not binding.description or key in seen:
+            if not binding.description:
                 continue
-            seen.add(key)
-            keys.append((self.get_key_display(binding), binding.description))
+            rank = 0 if active.node is screen else (2 if active.node is self else 1)
+            display = self.get_key_display(binding) if binding.key_display else self.get_key_display(
+                binding.__class__(key, binding.action))
+            keys = groups.setdefault((rank, binding.action, binding.description), [])
+            if display not in keys:
+                keys.append(display)
+        ordered = sorted(groups.items(), key=lambda kv: kv[0][0])
         title = type(screen).__name__.removesuffix("Screen").lower() or "screen"
-        self.push_screen(HelpScreen(title, keys))
+        self.push_screen(HelpScreen(title, [(" ".join(keys), description) for (_, _, description), keys in ordered]))

@@ -42,7 +42,8 @@ class StageDetail(ContentSwitcher):
 
     async def show(self, data: RunData, stage: Stage, *, partial: bool = False) -> None:
         """Show the details of ``stage`` (``partial``: ``data`` lacks the snapshots, still being read)."""
-        name = {StageKind.INFERENCE: "snapshot", StageKind.TOOL: "tool-call"}.get(stage.kind, "stage-info")
+        views: dict[str, str] = {StageKind.INFERENCE: "snapshot", StageKind.TOOL: "tool-call"}
+        name = views.get(stage.kind, "stage-info")
         view = await self._view(name)
         self.current = name
         view.show(data, stage, partial=partial)  # type: ignore[attr-defined]

@@ -53,11 +53,11 @@ class StageInfoView(VerticalScroll):
         elif entries and stage.kind != StageKind.ANSWER:
             text.append("\nInput\n", style="bold")
             for entry in entries:
-                item = data.items.get(entry.item_hash)
+                seen = data.items.get(entry.item_hash)
                 colour = ORIGIN_COLOURS.get(entry.origin.kind, "")
                 mark = "" if entry.included else f" (not in context: {entry.dropped_by})"
-                text.append(f"{item.kind if item else '?'} ", style="dim")
-                text.append(one_line(item.text if item else "", 60), style=colour if entry.included else "dim strike")
+                text.append(f"{seen.kind if seen else '?'} ", style="dim")
+                text.append(one_line(seen.text if seen else "", 60), style=colour if entry.included else "dim strike")
                 text.append(f"  ← {entry.origin.describe()}{mark}\n", style="dim")
         if stage.attributes:
             text.append("\nAttributes\n", style="bold")

@@ -16,15 +16,16 @@ from .._format import clock, duration
 
 def _pretty(value: object, width: int = 70) -> str:
     """JSON text on one line when it fits ``width``, indented when not; other text as it is."""
+    parsed = value
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            parsed = json.loads(value)
         except ValueError:
             return value
-        if isinstance(value, str):
-            return value
-    compact = json.dumps(value, ensure_ascii=False)
-    return compact if len(compact) <= width else json.dumps(value, indent=2, ensure_ascii=False)
+        if isinstance(parsed, str):
+            return parsed
+    compact = json.dumps(parsed, ensure_ascii=False)
+    return compact if len(compact) <= width else json.dumps(parsed, indent=2, ensure_ascii=False)
 
 
 class ToolCallView(VerticalScroll):

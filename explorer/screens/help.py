@@ -30,8 +30,8 @@ class HelpScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_column("key", width=12)
-        table.add_column("action", width=40)
+        table.add_column("key", width=14)
+        table.add_column("action", width=36)
         for key, description in self.keys:
             table.add_row(key, description)
         table.focus()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 from textual import on
@@ -70,11 +71,8 @@ class RunsScreen(Screen[None]):
 
     # ------------------------------------------------------------------ filters
 
-    def _apply(self, **changes: object) -> None:
-        fields = {"session_id": self.where.session_id, "agent": self.where.agent, "status": self.where.status,
-                  "search": self.where.search, "label": self.where.label}
-        fields.update(changes)  # type: ignore[arg-type]
-        self.where = RunFilter(**fields)  # type: ignore[arg-type]
+    def _apply(self, **changes: str | None) -> None:
+        self.where = replace(self.where, **changes)
         self._show_filters()
         self.table.reload(self.where, keep_cursor=False)
 

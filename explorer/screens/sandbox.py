@@ -55,7 +55,7 @@ class SandboxScreen(Screen[None]):
     @property
     def store(self) -> PersonaStore:
         """The persona store of the app."""
-        personas = getattr(self.app, "personas", None)
+        personas: PersonaStore | None = getattr(self.app, "personas", None)
         assert personas is not None, "the sandbox needs a writable store"
         return personas
 
@@ -173,7 +173,7 @@ class SandboxScreen(Screen[None]):
         if persona is None:
             return
 
-        def edited(field: str | None, value: Any) -> None:
+        def edited(field: str, value: Any) -> None:
             self._run(lambda: self.store.update(persona.id, **{field: value}), lambda p: p.id)
 
         def picked(field: str | None) -> None:
