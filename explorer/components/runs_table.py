@@ -124,7 +124,9 @@ class RunsTable(DataTable[str | Text]):
         self._keep = self.current_run_id if keep_cursor else None
         self._generation += 1
         self._loading = True
-        self._read_page(self._generation, self.where, 0, max(PAGE, len(self.runs) if keep_cursor else PAGE))
+        # keep what was paged in (up to ten pages), so the cursor's run is still there after a refresh
+        size = min(max(PAGE, len(self.runs)), 10 * PAGE) if keep_cursor else PAGE
+        self._read_page(self._generation, self.where, 0, size)
 
     @work(thread=True, group="runs-page", exit_on_error=False)
     def _read_page(self, generation: int, where: RunFilter, offset: int, limit: int) -> None:

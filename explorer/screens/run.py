@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import Footer, Header, Static
 
 from tracer import RunData, Stage
 
@@ -180,9 +180,6 @@ class RunScreen(Screen[None]):
 
     def on_snapshot_view_why_requested(self, message: SnapshotView.WhyRequested) -> None:
         self.app.open_why(message.run_id, message.item_hash)  # type: ignore[attr-defined]
-
-    def on_data_table_row_highlighted(self, message: DataTable.RowHighlighted) -> None:
-        message.stop()
 
     # ------------------------------------------------------------------ actions
 
