@@ -151,3 +151,19 @@ def test_blame_verdict(snap_compare: Any, open_app: Callable[..., ExplorerApp], 
             await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_persona_field_picker(snap_compare: Any, open_app: Callable[..., ExplorerApp], sample_copy: Path,
+                              echo_provider: Callable[[], Provider]) -> None:
+    """Editing a persona: which field."""
+    app = open_app(sample_copy, start="sandbox")
+    _personas(app, echo_provider)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_settled("e"))
+
+
+def test_persona_delete_confirm(snap_compare: Any, open_app: Callable[..., ExplorerApp], sample_copy: Path,
+                                echo_provider: Callable[[], Provider]) -> None:
+    """Deleting a persona asks first."""
+    app = open_app(sample_copy, start="sandbox")
+    _personas(app, echo_provider)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_settled("d"))
