@@ -32,6 +32,7 @@ from .._reply import TurnReply
 from .._standing import StandingAgent
 from ..errors import HostingError
 from ._errors import BodyLimitMiddleware, error_body, install_error_handlers
+from ._fast import TurnFastPath
 from ._models import (
     SESSION_ID_PATTERN,
     DecisionRequest,
@@ -77,6 +78,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    if host is not None:  # added last, so outermost: it reads the raw body and hands anything odd inward
+        app.add_middleware(TurnFastPath, host=host, token=token, max_body_bytes=max_body_bytes)
     install_error_handlers(app)
 
     async def authorized(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:

@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracer import NotFoundError, StoreError
 
-from ..errors import TurnRefusedError, UnreadableEnvelopeError, VersionConflictError
+from ..errors import SessionStoreError, TurnRefusedError, UnreadableEnvelopeError, VersionConflictError
 
 log = logging.getLogger("footprint.host")
 
@@ -36,6 +36,27 @@ def _describe(errors: list[Any]) -> str:
         where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
         parts.append(f"{where}: {e.get('msg', 'invalid')}")
     return "; ".join(parts)
+
+
+def error_response(exc: Exception) -> JSONResponse:
+    """The JSON response for an error the host raised (shared by the app and the turn fast path)."""
+    if isinstance(exc, TurnRefusedError):
+        return JSONResponse(error_body(exc.code, str(exc), session_id=exc.session_id), status_code=exc.http_status)
+    if isinstance(exc, VersionConflictError):
+        return JSONResponse(error_body("version_conflict", str(exc), session_id=exc.session_id), status_code=409)
+    if isinstance(exc, UnreadableEnvelopeError):
+        return JSONResponse(error_body("unreadable_session", str(exc), session_id=exc.session_id), status_code=500)
+    if isinstance(exc, NotFoundError):
+        return JSONResponse(error_body("not_found", str(exc)), status_code=404)
+    if isinstance(exc, SessionStoreError | StoreError):
+        log.error("store error: %s", exc)
+        return JSONResponse(error_body("store_error", str(exc)), status_code=503)
+    log.error("internal error: %s: %s", type(exc).__name__, exc, exc_info=exc)
+    return JSONResponse(error_body("internal_error", f"the host failed: {type(exc).__name__}: {exc}"), status_code=500)
+
+
+async def _footprint_error(_: Request, exc: Exception) -> JSONResponse:
+    return error_response(exc)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -60,26 +81,9 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = dict(exc.headers or {})
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers)
 
-    @app.exception_handler(TurnRefusedError)
-    async def refused(_: Request, exc: TurnRefusedError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, str(exc), session_id=exc.session_id), status_code=exc.http_status)
-
-    @app.exception_handler(VersionConflictError)
-    async def conflict(_: Request, exc: VersionConflictError) -> JSONResponse:
-        return JSONResponse(error_body("version_conflict", str(exc), session_id=exc.session_id), status_code=409)
-
-    @app.exception_handler(UnreadableEnvelopeError)
-    async def unreadable(_: Request, exc: UnreadableEnvelopeError) -> JSONResponse:
-        return JSONResponse(error_body("unreadable_session", str(exc), session_id=exc.session_id), status_code=500)
-
-    @app.exception_handler(NotFoundError)
-    async def not_found(_: Request, exc: NotFoundError) -> JSONResponse:
-        return JSONResponse(error_body("not_found", str(exc)), status_code=404)
-
-    @app.exception_handler(StoreError)
-    async def store_error(_: Request, exc: StoreError) -> JSONResponse:
-        log.error("store error: %s", exc)
-        return JSONResponse(error_body("store_error", str(exc)), status_code=503)
+    for kind in (TurnRefusedError, VersionConflictError, UnreadableEnvelopeError, SessionStoreError, NotFoundError,
+                 StoreError):
+        app.add_exception_handler(kind, _footprint_error)
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
