@@ -27,6 +27,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/record.py
 	$(BIN)/python bench/loop.py
+	$(BIN)/python bench/host.py
+	$(BIN)/python bench/explorer.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache footprint.duckdb
