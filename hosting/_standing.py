@@ -26,13 +26,13 @@ import socket
 import uuid
 from typing import Any
 
-from agent import Agent, Hooks, RunFinished, RunResult
+from agent import Agent, Hooks
 from tracer import Durability, Store
 
 from ._pool import AgentFactory, AgentPool, Slot
 from ._recovery import needs_recovery, recover
 from ._reply import TurnReply
-from ._turn import Emit, SessionTurns, event_payload, new_anonymous_id
+from ._turn import Emit, SessionTurns, run_anonymous
 from .errors import AwaitingDecisionError, HostShuttingDownError, NotAwaitingError, SessionBusyError
 from .sessions import InMemorySessions, SessionStore
 
@@ -214,7 +214,7 @@ class StandingAgent:
             if session_lock is None or session_id is None:
                 async with slot.lock:
                     self._check_draining(session_id)
-                    return await self._anonymous(slot.agent, message, emit)
+                    return await run_anonymous(slot.agent, message, emit)
             async with session_lock:
                 self._check_draining(session_id)
                 return await self._session_turn(slot, session_id, message, decision, turn_id, emit)
@@ -278,29 +278,6 @@ class StandingAgent:
             finally:
                 self._turns.release(state)
         return await self._turns.persist(state, *outcome)
-
-    async def _anonymous(self, agent: Agent, message: str, emit: Emit | None) -> TurnReply:
-        conversation_id = new_anonymous_id()
-        agent.memory.create(agent.persona, id=conversation_id)
-        agent.conversation_id, agent.session_id = conversation_id, None
-        result: RunResult | None = None
-        try:
-            if emit is None:
-                result = await agent.run(message)
-            else:
-                async for event in agent.stream(message):
-                    if isinstance(event, RunFinished):
-                        result = event.result
-                    else:
-                        emit(*event_payload(event))
-        finally:
-            agent.memory.delete(conversation_id)
-        assert result is not None  # a stream always ends with RunFinished
-        error = result.error
-        if result.status == "awaiting":
-            error = "a one-off turn cannot be resumed: send a session_id to keep a paused run"
-        return TurnReply(result.status, None, result.run_id, answer=result.answer, question=result.question,
-                         error=error)
 
     # ------------------------------------------------------------------ sessions
 

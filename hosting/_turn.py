@@ -335,6 +335,31 @@ def drop_unfinished_results(conversation: Conversation, finished: dict[str, dict
                       if m.item.body.get("call_id") not in batch or m.item.body.get("call_id") in finished]
 
 
+async def run_anonymous(agent: Agent, message: str, emit: Emit | None) -> TurnReply:
+    """A one-off turn (no session): a fresh conversation on the instance, nothing stored."""
+    conversation_id = new_anonymous_id()
+    agent.memory.create(agent.persona, id=conversation_id)
+    agent.conversation_id, agent.session_id = conversation_id, None
+    result: RunResult | None = None
+    try:
+        if emit is None:
+            result = await agent.run(message)
+        else:
+            async for event in agent.stream(message):
+                if isinstance(event, RunFinished):
+                    result = event.result
+                else:
+                    emit(*event_payload(event))
+    finally:
+        agent.memory.delete(conversation_id)
+    assert result is not None  # a stream always ends with RunFinished
+    error = result.error
+    if result.status == "awaiting":
+        error = "a one-off turn cannot be resumed: send a session_id to keep a paused run"
+    return TurnReply(result.status, None, result.run_id, answer=result.answer, question=result.question,
+                     error=error)
+
+
 def new_anonymous_id() -> str:
     """The conversation id of a one-off turn (its runs are recorded under it)."""
     return f"anon-{uuid.uuid4().hex[:16]}"
