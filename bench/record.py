@@ -177,7 +177,8 @@ def raw_insert(source_path: str, target_path: str, stages_per_batch: float) -> t
     stages = len(tables["fp_stage"])
     n_batches = max(1, round(stages / max(stages_per_batch, 1.0)))
     con = duckdb.connect(target_path)
-    con.execute(f"SET memory_limit = '{DEFAULT_MEMORY_LIMIT}'")  # as Store.open sets it
+    con.execute(f"SET memory_limit = '{DEFAULT_MEMORY_LIMIT}'")  # as Store.open sets them
+    con.execute("SET checkpoint_threshold = '64MB'")
     con.execute(TABLES)
     con.execute(VIEWS)
     started = time.perf_counter()

@@ -139,6 +139,11 @@ class Store:
         except duckdb.Error as exc:
             raise NotAStoreError(f"{spath} is not a footprint store: {exc}") from exc
         try:
+            if not read_only:
+                # Each checkpoint rewrites the tables' unfinished row groups and frees the old
+                # blocks; at DuckDB's default (every 16 MB of WAL) a recording leaves a third to a
+                # half of its file as free blocks and spends more time checkpointing.
+                con.execute("SET checkpoint_threshold = '64MB'")
             if not read_only and memory_limit is not None:
                 # DuckDB keeps the blocks it wrote cached up to its memory limit (80% of RAM by
                 # default), so a recording process would grow with the store. A small cache keeps
