@@ -135,9 +135,13 @@ class Tool:
         """Execute with validated ``arguments`` under the tool's timeout (:class:`ToolTimeoutError`)."""
         if self.timeout is None:
             return await _call(self.execute, arguments)
+        deadline = asyncio.timeout(self.timeout)  # no extra task, unlike wait_for
         try:
-            return await asyncio.wait_for(_call(self.execute, arguments), self.timeout)
+            async with deadline:
+                return await _call(self.execute, arguments)
         except TimeoutError:
+            if not deadline.expired():
+                raise  # the tool's own timeout (a network call, say): an ordinary failure
             raise ToolTimeoutError(f"{self.name} did not finish within {self.timeout:g} s") from None
 
 

@@ -1,16 +1,20 @@
 """The agent loop's speed, with recording off and on.
 
-A ScriptedModel answers each run after ``--rounds`` tool rounds (one async no-op tool call per
-round), so a run makes ``rounds + 1`` inferences. The same loop is timed three ways:
+A ScriptedModel answers each run after ``--rounds`` tool rounds (one call of an async no-op tool
+per round), so a run makes ``rounds + 1`` inferences. The same loop is timed three ways:
 
     off    recorder=None (a NullRecorder: nothing is built or written)
     exit   Recorder(Store on a temp file), durability "exit": rows go to the writer thread in
-           batches; the timed region ends after store.close() (everything committed)
+           batches; "with flush" ends the timed region after store.close() (all committed)
     sync   durability "sync": each stage is committed before the next one starts
 
-Targets: ``exit`` costs at most 1.25x ``off``, and the recorded loop does >= 2,000 inferences/s.
+Modes are interleaved and each figure is the best of ``--repeat`` rounds, because a shared
+machine's load only ever makes a round slower. "main CPU" is the CPU time of the loop's thread
+(the writer's work shows in the wall time, not there).
 
-    .venv/bin/python bench/loop.py [--runs 300] [--rounds 10] [--profile exit]
+Targets: ``exit`` (with flush) costs at most 1.25x ``off``, and does >= 2,000 inferences/s.
+
+    .venv/bin/python bench/loop.py [--runs 300] [--rounds 10] [--repeat 5] [--profile exit]
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import os
 import pstats
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +33,7 @@ from agent.providers import ScriptedModel, calls
 from tracer import Recorder, Store
 
 
-@tool(timeout=None)
+@tool
 async def noop(step: int) -> str:
     """Do nothing.
 
@@ -40,19 +44,20 @@ async def noop(step: int) -> str:
 
 
 def script(rounds: int) -> list[object]:
-    # fixed call ids: every run sends the same items, as a real conversation template would
+    # fixed call ids: every run sends the same items, as a conversation template would
     return [calls(("noop", {"step": i}, f"call_{i}")) for i in range(rounds)] + ["done"]
 
 
 async def run_mode(mode: str, runs: int, rounds: int, workdir: Path) -> dict[str, float]:
-    """Time ``runs`` runs in ``mode``; returns seconds with and without the final flush."""
+    """Time ``runs`` runs in ``mode``: seconds without and with the final flush, and main-thread CPU."""
     store = None
     recorder = None
     if mode != "off":
-        store = Store.open(workdir / f"{mode}.duckdb")
+        store = Store.open(workdir / f"{mode}-{time.monotonic_ns()}.duckdb")
         recorder = Recorder(store, durability=mode)
     model = ScriptedModel(script(rounds), repeat=True)
     agent = Agent("bench", provider=model, tools=[noop], recorder=recorder, max_turns=rounds + 5)
+    cpu = time.thread_time()
     start = time.perf_counter()
     for _ in range(runs):
         agent.memory.clear_messages(agent.conversation_id)  # each run starts a fresh conversation
@@ -63,20 +68,21 @@ async def run_mode(mode: str, runs: int, rounds: int, workdir: Path) -> dict[str
     if store is not None:
         store.close()
     end = time.perf_counter()
-    return {"loop": loop_done - start, "total": end - start}
+    return {"loop": loop_done - start, "total": end - start, "cpu": time.thread_time() - cpu}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=300, help="runs per mode (default 300)")
+    parser.add_argument("--runs", type=int, default=300, help="runs per round (default 300; sync does a tenth)")
     parser.add_argument("--rounds", type=int, default=10, help="tool rounds per run (default 10)")
-    parser.add_argument("--repeat", type=int, default=3, help="repetitions; the median is reported (default 3)")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds per mode; the best is reported (default 5)")
     parser.add_argument("--profile", choices=("off", "exit", "sync"), help="profile one mode and print the top")
     args = parser.parse_args()
-    inferences = args.runs * (args.rounds + 1)
+    per_run = args.rounds + 1
 
     with tempfile.TemporaryDirectory(prefix="footprint-bench-") as tmp:
         workdir = Path(tmp)
+        asyncio.run(run_mode("off", 20, args.rounds, workdir))  # warm-up: imports, caches
         if args.profile:
             profiler = cProfile.Profile()
             profiler.enable()
@@ -84,27 +90,29 @@ def main() -> None:
             profiler.disable()
             pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
             return
-        asyncio.run(run_mode("off", 20, args.rounds, workdir))  # warm-up: imports, caches
-        figures: dict[str, dict[str, float]] = {}
-        for mode in ("off", "exit", "sync"):
-            samples = []
-            for i in range(args.repeat):
-                sub = workdir / f"{mode}-{i}"
-                sub.mkdir()
-                samples.append(asyncio.run(run_mode(mode, args.runs, args.rounds, sub)))
-            figures[mode] = {k: statistics.median(s[k] for s in samples) for k in ("loop", "total")}
+        runs = {"off": args.runs, "exit": args.runs, "sync": max(1, args.runs // 10)}
+        best: dict[str, dict[str, float]] = {}
+        for _ in range(args.repeat):
+            for mode in ("off", "exit", "sync"):
+                figures = asyncio.run(run_mode(mode, runs[mode], args.rounds, workdir))
+                rates = {k: runs[mode] * per_run / v for k, v in figures.items()}
+                kept = best.setdefault(mode, rates)
+                for key, rate in rates.items():
+                    kept[key] = max(kept[key], rate)
 
-    print(f"agent loop: {args.runs} runs x {args.rounds + 1} inferences ({args.rounds} tool rounds), "
-          f"median of {args.repeat}")
-    print(f"{'mode':<6} {'inferences/s':>13} {'(no final flush)':>17} {'x off':>7} {'(no flush)':>11}")
-    base = figures["off"]["total"]
-    for mode, f in figures.items():
-        print(f"{mode:<6} {inferences / f['total']:>13,.0f} {inferences / f['loop']:>17,.0f} "
-              f"{f['total'] / base:>7.2f} {f['loop'] / base:>11.2f}")
-    exit_ratio = figures["exit"]["total"] / base
-    exit_rate = inferences / figures["exit"]["total"]
-    print(f"targets: exit <= 1.25x off: {'met' if exit_ratio <= 1.25 else 'MISSED'} ({exit_ratio:.2f}x); "
-          f"recorded >= 2,000 inferences/s: {'met' if exit_rate >= 2000 else 'MISSED'} ({exit_rate:,.0f}/s)")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"agent loop: {args.runs} runs x {per_run} inferences ({args.rounds} tool rounds), best of "
+          f"{args.repeat}; load average {load:.1f} on {os.cpu_count()} cores")
+    print(f"{'mode':<5} {'inferences/s':>13} {'x off':>6}   {'no final flush':>14} {'x off':>6}   "
+          f"{'main CPU inf/s':>14} {'x off':>6}")
+    off = best["off"]
+    for mode, rate in best.items():
+        print(f"{mode:<5} {rate['total']:>13,.0f} {off['total'] / rate['total']:>6.2f}   {rate['loop']:>14,.0f} "
+              f"{off['loop'] / rate['loop']:>6.2f}   {rate['cpu']:>14,.0f} {off['cpu'] / rate['cpu']:>6.2f}")
+    ratio = off["total"] / best["exit"]["total"]
+    rate = best["exit"]["total"]
+    print(f"targets: exit <= 1.25x off: {'met' if ratio <= 1.25 else 'MISSED'} ({ratio:.2f}x); "
+          f"recorded >= 2,000 inferences/s: {'met' if rate >= 2000 else 'MISSED'} ({rate:,.0f}/s)")
 
 
 if __name__ == "__main__":

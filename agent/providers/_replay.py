@@ -126,6 +126,7 @@ class ReplayProvider(Provider):
     """
 
     real = False
+    model: str = ""
 
     def __init__(
         self,
@@ -148,12 +149,13 @@ class ReplayProvider(Provider):
         self.calls = 0  # requests received
         self._served: dict[str, int] = {}
         if mode == "replay":
-            self.exchanges = self._load()
-            self.name = self._recorded_provider() or "replay"
+            # the recorded provider's name and model: an agent's settings item names the model,
+            # so a replay must present the same one for its requests to match the recording
+            self.exchanges, self.name, self.model = self._load()
         else:
             assert provider is not None
             self.name = provider.name
-            self.model = getattr(provider, "model", "")
+            self.model = str(getattr(provider, "model", "") or "")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._write()  # a re-recording starts from an empty cassette
         self._by_key: dict[str, list[Exchange]] = {}
@@ -224,9 +226,6 @@ class ReplayProvider(Provider):
             difference=difference,
         )
 
-    def _recorded_provider(self) -> str | None:
-        return next((e.response.provider for e in self.exchanges if e.response.provider), None)
-
     # ------------------------------------------------------------------ record
 
     def _keep(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
@@ -240,6 +239,7 @@ class ReplayProvider(Provider):
         document = {
             "format": FORMAT,
             "provider": self.name,
+            "model": self.model,
             "exchanges": [e.to_dict() for e in self.exchanges],
         }
         text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
@@ -252,7 +252,7 @@ class ReplayProvider(Provider):
             Path(tmp).unlink(missing_ok=True)
             raise
 
-    def _load(self) -> list[Exchange]:
+    def _load(self) -> tuple[list[Exchange], str, str]:
         if not self.path.exists():
             raise UserError(
                 f"ReplayProvider: no cassette at {self.path}; record it first with mode='record' and the "
@@ -270,7 +270,7 @@ class ReplayProvider(Provider):
                 exchanges.append(Exchange.from_dict(data))
             except (KeyError, TypeError, ValueError) as exc:
                 raise UserError(f"ReplayProvider: exchange {index + 1} of {self.path} is malformed: {exc!r}") from exc
-        return exchanges
+        return exchanges, str(document.get("provider") or "replay"), str(document.get("model") or "")
 
 
 def _similarity(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> float:

@@ -204,3 +204,13 @@ def test_the_fast_validity_check_agrees_with_jsonschema(value: Any, index: int) 
     schema = _schemas[index]
     if _surely_valid(schema, value):
         assert jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+async def test_a_timeout_inside_the_tool_is_its_own_failure() -> None:
+    @tool(timeout=5)
+    async def fetch() -> str:
+        """Fetch."""
+        raise TimeoutError("upstream did not answer")
+
+    with pytest.raises(TimeoutError, match="upstream did not answer"):
+        await fetch.run({})

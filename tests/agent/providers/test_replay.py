@@ -68,6 +68,18 @@ async def test_record_then_replay_with_no_model_call(tmp_path: Path) -> None:
     assert replayed.usage == recorded.usage
 
 
+async def test_replay_presents_the_recorded_provider_and_model(tmp_path: Path) -> None:
+    class NamedModel(ScriptedModel):  # like OpenAIProvider: a name and a model the settings item names
+        name = "openai"
+        model = "gpt-4o-mini"
+
+    recorder = ReplayProvider("named", provider=NamedModel(["hello"]), mode="record", root=tmp_path)
+    await Agent("a", provider=recorder, conversation_id="c").run("hi")
+    replay = ReplayProvider("named", root=tmp_path)
+    assert (replay.name, replay.model) == ("openai", "gpt-4o-mini")
+    assert (await Agent("a", provider=replay, conversation_id="c").run("hi")).answer == "hello"
+
+
 async def test_a_request_not_in_the_cassette_fails_naming_the_stage_and_the_difference(tmp_path: Path) -> None:
     await agent_on(ReplayProvider("weather", provider=weather_model(), mode="record", root=tmp_path)).run(
         "Weather at home?")
