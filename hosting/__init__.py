@@ -2,9 +2,11 @@
 
 ``standing_agent`` composes an agent (one shared instance, or a factory for one per session) with
 a session store and a durability mode; ``create_app`` serves it as an ASGI app; ``serve`` runs it
-with graceful shutdown; ``RecordingsClient`` reads the host's recordings from another process.
+with graceful shutdown; ``RecordingsClient`` reads the host's recordings from another process;
+``BusHost`` serves bus agents (``agent.bus.ChannelAgent``) over HTTP.
 """
 
+from ._bus_host import BusHost, create_bus_app
 from ._client import RecordingsClient
 from ._pool import AgentPool
 from ._reply import TurnReply
@@ -35,6 +37,7 @@ from .sessions import (
 __all__ = [
     "AgentPool",
     "AwaitingDecisionError",
+    "BusHost",
     "DuckDBSessions",
     "Envelope",
     "HostAuthError",
@@ -55,5 +58,6 @@ __all__ = [
     "UnreadableEnvelopeError",
     "VersionConflictError",
     "create_app",
+    "create_bus_app",
     "standing_agent",
 ]

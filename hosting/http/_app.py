@@ -82,15 +82,6 @@ def create_app(
         app.add_middleware(TurnFastPath, host=host, token=token, max_body_bytes=max_body_bytes)
     install_error_handlers(app)
 
-    async def authorized(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
-        if token is None:
-            return
-        if credentials is None or credentials.scheme.lower() != "bearer":
-            raise HTTPException(401, "this host wants `Authorization: Bearer <token>`",
-                                headers={"WWW-Authenticate": "Bearer"})
-        if not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
-            raise HTTPException(401, "the bearer token is not this host's", headers={"WWW-Authenticate": "Bearer"})
-
     def get_recordings() -> Store:
         store = recordings if recordings is not None else (host.recordings if host is not None else None)
         if store is None:
@@ -104,11 +95,27 @@ def create_app(
                     "active_sessions": 0, "running_turns": 0, "draining": False}
         return host.health()
 
-    guard = [Depends(authorized)] if token is not None else []  # no token: no per-request auth work
+    guard = bearer_guard(token)
     app.include_router(recordings_router(get_recordings), dependencies=guard)
     if host is not None:
         app.include_router(_host_router(host, get_recordings), dependencies=guard)
     return app
+
+
+def bearer_guard(token: str | None) -> list[Any]:
+    """The route dependencies that require ``Authorization: Bearer <token>`` (none without a token)."""
+    if token is None:
+        return []  # no token: no per-request auth work
+    expected = token.encode()
+
+    async def authorized(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+        if credentials is None or credentials.scheme.lower() != "bearer":
+            raise HTTPException(401, "this host wants `Authorization: Bearer <token>`",
+                                headers={"WWW-Authenticate": "Bearer"})
+        if not hmac.compare_digest(credentials.credentials.encode(), expected):
+            raise HTTPException(401, "the bearer token is not this host's", headers={"WWW-Authenticate": "Bearer"})
+
+    return [Depends(authorized)]
 
 
 def _host_router(host: StandingAgent, get_recordings: Any) -> APIRouter:
