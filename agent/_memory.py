@@ -16,7 +16,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracer import ContextItem, ItemKind, context_item_from_dict, context_item_to_dict
+from tracer import (
+    ContextItem,
+    Item,
+    ItemKind,
+    Origin,
+    OriginKind,
+    context_item_from_dict,
+    context_item_to_dict,
+)
 
 from .errors import UserError
 
@@ -186,6 +194,16 @@ class ConversationMemory:
         if start == 0:
             return list(messages), []
         return messages[start:], messages[:start]
+
+    def full_context(self, conversation_id: str) -> tuple[list[ContextItem], list[ContextItem]]:
+        """:meth:`context` with the conversation's system prompt first (always kept; not counted)."""
+        conv = self.require(conversation_id)
+        kept, dropped = self.context(conversation_id)
+        if not conv.system_prompt:
+            return kept, dropped
+        system = ContextItem(Item.of_text(ItemKind.SYSTEM, conv.system_prompt),
+                             Origin(OriginKind.CONFIG, source=f"conversation:{conv.id}"))
+        return [system, *kept], dropped
 
     def unanswered_calls(self, conversation_id: str) -> list[ContextItem]:
         """Tool calls of the current turn that have no result (a run cut off mid-batch), in order."""

@@ -67,6 +67,17 @@ def test_window_drops_the_oldest_first_and_reports_what_it_dropped() -> None:
     assert dropped == old[:3]
 
 
+def test_full_context_puts_the_system_prompt_first_and_always_keeps_it() -> None:
+    memory = ConversationMemory(max_tokens=4)
+    conv = memory.create("You are terse. " * 20, id="c")
+    memory.add(conv.id, user("a" * 16), assistant("b" * 16), user("c" * 8))
+    kept, dropped = memory.full_context(conv.id)
+    assert kept[0].item.kind == "system" and kept[0].item.text.startswith("You are terse.")
+    assert kept[0].origin.source == "conversation:c"
+    assert kept[1:] == [user("c" * 8)] and len(dropped) == 2
+    assert memory.full_context(memory.create().id) == ([], [])
+
+
 def test_window_keeps_everything_under_the_budget() -> None:
     memory = ConversationMemory()
     conv = memory.create()
