@@ -18,6 +18,7 @@ from tracer import ContextItem, Item, ItemKind, NullRecorder, Origin, OriginKind
 from ._events import AgentEvent, PauseState, RunFinished, RunResult
 from ._facts import FactStore
 from ._hooks import Feature, Hooks
+from ._loop import RunLoop
 from ._memory import ConversationMemory
 from ._pause import check_resumable
 from ._prompt import PromptComposer
@@ -242,8 +243,6 @@ class Agent:
         self, message: str, pause: PauseState | None, emit: Callable[[AgentEvent], None] | None
     ) -> RunResult:
         self._check_idle()
-        from ._loop import RunLoop
-
         task = self._task = asyncio.ensure_future(RunLoop(self, emit).execute(message, pause))
         try:
             result = await asyncio.shield(task)
