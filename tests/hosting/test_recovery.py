@@ -221,3 +221,55 @@ async def test_on_a_shared_store_an_expired_lease_is_taken_over() -> None:
     reply = await host.handle("and then?", session_id="alice")
     assert reply.recovered is not None and reply.answer == "echo: and then?"
     await host.close()
+
+
+async def test_a_crash_while_resuming_a_paused_run_resumes_it_again_with_the_same_decision() -> None:
+    executed: list[str] = []
+    release = asyncio.Event()
+    started = asyncio.Event()
+    block = True
+
+    async def transfer(_: dict[str, Any]) -> str:
+        executed.append("transfer")
+        started.set()
+        if block:
+            await release.wait()
+        return "sent"
+
+    async def approve(call: Any, tool: Any) -> bool:
+        from agent import PauseRun
+
+        raise PauseRun(f"May I run {call.name}?", kind="approval")
+
+    def answer(request: ModelRequest) -> Any:
+        results = [ci.item.body["content"] for ci in request.context if ci.item.kind == "tool_result"]
+        return calls(("transfer", {}, "call-t")) if not results else f"result: {results[0]}"
+
+    def build() -> Agent:
+        agent = make_agent(FunctionModel(answer), tools=[Tool("transfer", "Send money.", SCHEMA, transfer)])
+        agent.approve = approve
+        return agent
+
+    sessions = InMemorySessions()
+    first = standing_agent(agent_factory=build, sessions=sessions, durability="sync")
+    paused = await first.handle("pay the bill", session_id="alice")
+    assert paused.status == "awaiting" and executed == []
+    doomed = asyncio.ensure_future(first.handle(session_id="alice", decision="yes"))
+    await started.wait()
+    disk = _crash_copy(sessions)
+    stored = await disk.load("alice")
+    assert stored is not None and stored.pause is not None and stored.turn is not None
+    assert stored.turn["kind"] == "resume" and stored.turn["state"] == "running"
+
+    block = False
+    second = standing_agent(agent_factory=build, sessions=disk, durability="sync")
+    reply = await second.handle("did it work?", session_id="alice")
+    assert reply.recovered is not None and reply.recovered["answer"] == "result: sent"
+    assert reply.recovered["run_id"] == paused.run_id  # the paused run itself was continued
+    assert executed == ["transfer", "transfer"]  # in flight at the crash: it ran again (the caveat)
+    envelope = await disk.load("alice")
+    assert envelope is not None and envelope.pause is None
+    release.set()
+    await doomed
+    await first.close()
+    await second.close()
