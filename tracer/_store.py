@@ -388,23 +388,26 @@ class Store:
         missing = [i for i in ids if i not in runs]
         if missing:
             raise NotFoundError(f"no run {missing[0]} in {self.path}")
+        # The range is what DuckDB prunes row groups with (ids sort by time) and filters cheaply
+        # inside them; the IN list alone is evaluated as a join, three times slower at 1M stages.
+        where = f"run_id BETWEEN ? AND ? AND run_id IN ({marks})"
+        params = [min(ids), max(ids), *ids]
         cur = self.cursor()
         try:
             stage_rows = cur.execute(
                 "SELECT id, run_id, seq, kind, name, status, started_at, ended_at, parent_id, attributes, error "
-                f"FROM fp_stage WHERE run_id IN ({marks}) ORDER BY run_id, seq",
-                ids,
+                f"FROM fp_stage WHERE {where} ORDER BY run_id, seq",
+                params,
             ).fetchall()
-            edge_rows = cur.execute(f"SELECT run_id, src, dst, kind FROM fp_edge WHERE run_id IN ({marks})", ids).fetchall()
+            edge_rows = cur.execute(f"SELECT run_id, src, dst, kind FROM fp_edge WHERE {where}", params).fetchall()
             entry_rows = cur.execute(
                 "SELECT run_id, stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source, "
-                f"included, dropped_by FROM fp_entry WHERE run_id IN ({marks}) ORDER BY stage_id, position",
-                ids,
+                f"included, dropped_by FROM fp_entry WHERE {where} ORDER BY stage_id, position",
+                params,
             ).fetchall()
             output_rows = cur.execute(
-                f"SELECT run_id, stage_id, item_hash FROM fp_output WHERE run_id IN ({marks}) "
-                "ORDER BY stage_id, position",
-                ids,
+                f"SELECT run_id, stage_id, item_hash FROM fp_output WHERE {where} ORDER BY stage_id, position",
+                params,
             ).fetchall()
         finally:
             cur.close()
