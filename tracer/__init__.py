@@ -16,6 +16,7 @@ from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_runs, diff_snaps
 from ._dropped import DroppedContext, dropped_context
 from ._ids import new_id
 from ._listeners import RecordedStage, RecordingListener, feed_listener, recorded_stages
+from ._recorder import Durability, NullRecorder, Recorder, RunRecording, StageRecording
 from ._records import (
     ContextItem,
     Edge,
@@ -35,7 +36,6 @@ from ._records import (
     context_item_from_dict,
     context_item_to_dict,
 )
-from ._recorder import Durability, NullRecorder, Recorder, RunRecording, StageRecording
 from ._redaction import RedactionPolicy
 from ._rundata import RunData
 from ._serialize import (

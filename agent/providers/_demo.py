@@ -17,7 +17,16 @@ from collections.abc import AsyncIterator
 
 from tracer import ItemKind
 
-from ._base import ModelRequest, ModelResponse, Provider, ResponseDone, StreamEvent, TextDelta, ToolCall, Usage
+from ._base import (
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    ResponseDone,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
 
 MODEL_NAME = "offline-demo"
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
