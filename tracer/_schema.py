@@ -45,6 +45,17 @@ CREATE TABLE IF NOT EXISTS fp_output (
 );
 """
 
+# Indexes on the run of each row: `why` and `show` fetch a run's rows through them instead of
+# scanning a row group (a quarter of the time at a million stages). An optimization only: a store
+# without them reads the same, so they are created, when missing, each time a store is opened for
+# writing rather than through a schema version.
+INDEXES = """
+CREATE INDEX IF NOT EXISTS fp_stage_run ON fp_stage (run_id);
+CREATE INDEX IF NOT EXISTS fp_edge_run ON fp_edge (run_id);
+CREATE INDEX IF NOT EXISTS fp_entry_run ON fp_entry (run_id);
+CREATE INDEX IF NOT EXISTS fp_output_run ON fp_output (run_id);
+"""
+
 VIEWS = """
 CREATE OR REPLACE VIEW runs AS
     SELECT id, session_id, agent, status, input, output, model,

@@ -21,7 +21,7 @@ import duckdb
 
 from ._records import Edge, Item, Origin, Run, SnapshotEntry, Stage
 from ._rundata import RunData
-from ._schema import APPLICATION, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
+from ._schema import APPLICATION, INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
 from ._writer import Bundle, Writer
 from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError
 
@@ -173,6 +173,7 @@ class Store:
                 raise NotAStoreError(f"{path} is an empty DuckDB database, not a footprint store")
             con.execute("BEGIN TRANSACTION")
             con.execute(TABLES)
+            con.execute(INDEXES)
             con.execute(VIEWS)
             con.execute(
                 "INSERT INTO fp_meta VALUES ('application', ?), ('schema_version', ?)",
@@ -200,6 +201,8 @@ class Store:
             con.execute(VIEWS)
             con.execute("UPDATE fp_meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
             con.execute("COMMIT")
+        if not read_only:
+            con.execute(INDEXES)  # a store written before the indexes existed gets them once
 
     # ----------------------------------------------------------------- writing
 

@@ -415,3 +415,22 @@ def test_memory_limit_is_applied_and_checked(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="not a size"):
         Store.open(tmp_path / "s.duckdb", memory_limit="lots; DROP TABLE fp_run")
     Store.open(tmp_path / "s.duckdb", read_only=True).close()  # the refused open changed nothing
+
+
+def test_run_indexes_are_added_to_a_store_that_lacks_them(tmp_path: Path) -> None:
+    path = tmp_path / "s.duckdb"
+    store, ids = _small_store(path)
+    store.close()
+    _duckdb_file(path, "DROP INDEX fp_stage_run; DROP INDEX fp_entry_run")
+
+    def indexes() -> set[str]:
+        con = duckdb.connect(str(path), read_only=True)
+        names = {r[0] for r in con.execute("SELECT index_name FROM duckdb_indexes()").fetchall()}
+        con.close()
+        return names
+
+    Store.open(path, read_only=True).close()  # reading never changes the file
+    assert "fp_entry_run" not in indexes()
+    with Store.open(path) as writable:
+        assert writable.load_run(ids[0]).run.id == ids[0]
+    assert {"fp_stage_run", "fp_edge_run", "fp_entry_run", "fp_output_run"} <= indexes()
