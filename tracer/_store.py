@@ -115,8 +115,8 @@ class Store:
         Fails with a :class:`StoreError` naming the file when it is not a footprint store, is
         corrupt, was written by a newer footprint, or is held by another process. It never
         overwrites or recreates an existing file. ``memory_limit`` (e.g. ``"64MB"``; None for
-        DuckDB's default of most of the RAM) bounds DuckDB's cache in a writable store, so a
-        process that records for days keeps a flat footprint.
+        DuckDB's default of most of the RAM) bounds DuckDB's cache in a writable store file, so a
+        process that records for days keeps a flat footprint (an in-memory store is not capped).
         """
         spath = str(path)
         in_memory = spath == ":memory:"
@@ -144,7 +144,7 @@ class Store:
                 # blocks; at DuckDB's default (every 16 MB of WAL) a recording leaves a third to a
                 # half of its file as free blocks and spends more time checkpointing.
                 con.execute("SET checkpoint_threshold = '64MB'")
-            if not read_only and memory_limit is not None:
+            if not read_only and not in_memory and memory_limit is not None:
                 # DuckDB keeps the blocks it wrote cached up to its memory limit (80% of RAM by
                 # default), so a recording process would grow with the store. A small cache keeps
                 # it flat; big reads still work, spilling to disk when they must.
