@@ -41,6 +41,8 @@ from .providers._pricing import cost_of
 if TYPE_CHECKING:
     from ._agent import Agent
 
+DROPPED_RECORDED = 20  # window-dropped messages recorded per inference: the newest ones
+
 log = logging.getLogger("footprint.agent")
 
 #: decided[call id]: a result already known (content, is_error), or None: run it without asking again
@@ -281,7 +283,12 @@ class RunLoop:
         stage = self.run.stage(StageKind.INFERENCE, f"turn {self.turns}", after=after, edge=edge)
         self.tail = [stage]
         if dropped:
-            stage.inputs(context, dropped=[*self.dropped_prompt, *((d, DROPPED_BY_WINDOW) for d in dropped)])
+            # Only the messages that fell out most recently are recorded (with the full count as an
+            # attribute): recording every dropped message in every snapshot would grow the store with
+            # the square of a long conversation.
+            stage.set(window_dropped=len(dropped))
+            recent = dropped[-DROPPED_RECORDED:]
+            stage.inputs(context, dropped=[*self.dropped_prompt, *((d, DROPPED_BY_WINDOW) for d in recent)])
         else:
             stage.inputs(context, dropped=self.dropped_prompt)
         await self.hook("before_inference", ctx, request)

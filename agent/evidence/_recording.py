@@ -50,7 +50,8 @@ class RecordedInference:
     @property
     def window_drops(self) -> int:
         """How many of the oldest messages the memory window left out of this call."""
-        return sum(1 for e in self.dropped if e.dropped_by == DROPPED_BY_WINDOW)
+        recorded = sum(1 for e in self.dropped if e.dropped_by == DROPPED_BY_WINDOW)
+        return int(self.stage.attributes.get("window_dropped", recorded))
 
 
 @dataclass
