@@ -18,6 +18,7 @@ when the store closes (also at interpreter exit).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -40,7 +41,7 @@ from ._records import (
     Stage,
     StageStatus,
 )
-from ._redaction import RedactionPolicy
+from ._redaction import MASK, RedactionPolicy
 from ._rows import add_snapshot, item_row, json_text
 from ._store import Store
 from ._writer import Bundle
@@ -187,6 +188,29 @@ class Recorder:
                 logging.getLogger("footprint.tracer").exception("recording listener %r failed on %s", listener, event)
 
 
+def _attributes_text(policy: RedactionPolicy, attributes: dict[str, Any]) -> str | None:
+    """``json_text(policy.value(attributes))``, without the generic walk for a flat dict of scalars.
+
+    A stage's attributes are nearly always such a dict (tokens, a model name, a call id), and the
+    walk cost more than the rest of closing the stage; anything nested takes the generic path.
+    """
+    masked: dict[str, Any] = {}
+    keys = policy._keyset
+    for key, value in attributes.items():
+        if type(key) is not str:
+            return json_text(policy.value(attributes))
+        kind = type(value)
+        if key.lower() in keys:
+            masked[key] = MASK
+        elif kind is str:
+            masked[key] = policy.text(value)
+        elif value is None or kind is int or kind is float or kind is bool:
+            masked[key] = value
+        else:
+            return json_text(policy.value(attributes))
+    return json.dumps(masked, default=str)
+
+
 class RunRecording:
     """One run being recorded. Create with :meth:`Recorder.start_run`."""
 
@@ -329,7 +353,7 @@ class StageRecording:
             "fp_stage",
             (
                 self.id, run_id, self.seq, self.kind, self.name, str(status), self.started_at, ended_at,
-                self.parent_id, json_text(policy.value(self.attributes)) if self.attributes else None,
+                self.parent_id, _attributes_text(policy, self.attributes) if self.attributes else None,
                 None if error is None else policy.text(error),
             ),
         )

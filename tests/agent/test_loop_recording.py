@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent import Agent, ConversationMemory, Fact, Hooks, InMemoryFacts, PromptComposer, tool
 from agent.errors import ProviderServerError
 from agent.providers import ModelResponse, Price, ScriptedModel, Usage, calls, cost_of
-from tracer import Recorder, RunData, SnapshotEntry, Store
+from tracer import Recorder, RedactionPolicy, RunData, SnapshotEntry, Store
+from tracer._recorder import _attributes_text
 
 
 @tool
@@ -225,3 +229,34 @@ async def test_sync_durability_and_the_price_table(store: Store) -> None:
     assert result.cost == pytest.approx(4.0)
     # sync: everything is committed before run() returns, no flush needed
     assert store.query("SELECT status, cost FROM runs WHERE id = ?", [result.run_id]) == [("answered", 4.0)]
+
+
+async def test_secrets_in_stage_attributes_are_redacted(store: Store) -> None:
+    @tool
+    async def login(user: str, password: str) -> str:
+        """Log in."""
+        return "ok"
+
+    secret = "sk-" + "a1b2c3d4" * 4
+    model = ScriptedModel([calls(("login", {"user": "maya", "password": secret}, "c1")), "in"])
+    hooks = Hooks(on_tool_start=lambda ctx, call: None)
+    agent = Agent("a", provider=model, tools=[login], recorder=Recorder(store), hooks=hooks)
+    result = await agent.run("log me in")
+    data = load(store, result.run_id)
+    tool_stage = data.stage(stage_id(data, "tool"))
+    assert secret not in tool_stage.attributes["arguments"] and "[REDACTED]" in tool_stage.attributes["arguments"]
+    assert tool_stage.attributes["call_id"] == "c1" and tool_stage.attributes["is_error"] is False
+    assert store.query("SELECT count(*) FROM stages WHERE contains(attributes, ?)", [secret]) == [(0,)]
+
+
+_attribute_values = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30) | \
+    st.sampled_from(["sk-" + "x" * 20, "Bearer " + "y" * 20]) | st.lists(st.integers(), max_size=2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["model", "arguments", "password", "Token", "turn", "call_id"]),
+                       _attribute_values, max_size=5))
+def test_stage_attributes_are_stored_as_the_redaction_policy_says(attributes: dict[str, Any]) -> None:
+    policy = RedactionPolicy()
+    expected = json.dumps(policy.value(attributes), default=str)
+    assert _attributes_text(policy, attributes) == expected
