@@ -44,6 +44,8 @@ class ExplorerApp(App[None]):
         # F1 too: where a text box has the focus (a chat), "?" is a character typed into it
         Binding("f1", "help", "Keys", show=False),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        # q quits from every screen; a focused text box still takes the letter as typing
+        Binding("q", "quit", "Quit", show=False),
     ]
 
     def __init__(
