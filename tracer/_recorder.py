@@ -18,7 +18,6 @@ when the store closes (also at interpreter exit).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -41,7 +40,7 @@ from ._records import (
     Stage,
     StageStatus,
 )
-from ._redaction import MASK, RedactionPolicy
+from ._redaction import RedactionPolicy
 from ._rows import add_snapshot, item_row, json_text
 from ._store import Store
 from ._writer import Bundle
@@ -109,8 +108,8 @@ class Recorder:
             "fp_run",
             (
                 run.id, session_id, agent, RunStatus.RUNNING.value, policy.text(input), None, model, run.started_at,
-                None, 0, 0, 0.0, forked_from_run, forked_from_stage, json_text(policy.value(fork_edit)),
-                list(labels), json_text(policy.value(attributes or {})), self._policy_text(), None,
+                None, 0, 0, 0.0, forked_from_run, forked_from_stage, None if fork_edit is None else policy.json_text(fork_edit),
+                list(labels), policy.json_text(attributes or {}), self._policy_text(), None,
             ),
         )
         self._submit(bundle)
@@ -188,29 +187,6 @@ class Recorder:
                 logging.getLogger("footprint.tracer").exception("recording listener %r failed on %s", listener, event)
 
 
-def _attributes_text(policy: RedactionPolicy, attributes: dict[str, Any]) -> str | None:
-    """``json_text(policy.value(attributes))``, without the generic walk for a flat dict of scalars.
-
-    A stage's attributes are nearly always such a dict (tokens, a model name, a call id), and the
-    walk cost more than the rest of closing the stage; anything nested takes the generic path.
-    """
-    masked: dict[str, Any] = {}
-    keys = policy._keyset
-    for key, value in attributes.items():
-        if type(key) is not str:
-            return json_text(policy.value(attributes))
-        kind = type(value)
-        if key.lower() in keys:
-            masked[key] = MASK
-        elif kind is str:
-            masked[key] = policy.text(value)
-        elif value is None or kind is int or kind is float or kind is bool:
-            masked[key] = value
-        else:
-            return json_text(policy.value(attributes))
-    return json.dumps(masked, default=str)
-
-
 class RunRecording:
     """One run being recorded. Create with :meth:`Recorder.start_run`."""
 
@@ -285,7 +261,7 @@ class RunRecording:
             (
                 self.id, self.status, None if output is None else policy.text(output), model, ended_at,
                 tokens_in, tokens_out, cost, None if error is None else policy.text(error),
-                json_text(policy.value(attributes)) if attributes is not None else None,
+                policy.json_text(attributes) if attributes is not None else None,
             )
         )
         self.recorder._submit(bundle)
@@ -314,7 +290,8 @@ class StageRecording:
         self.started_at = time.time()
         self.attributes: dict[str, Any] = {}
         self.edges: list[tuple[str, str]] = []
-        self._inputs: list[tuple[ContextItem, bool, str | None]] = []
+        self._inputs: list[ContextItem] = []
+        self._dropped: list[tuple[ContextItem, str]] = []
         self._outputs: list[Item] = []
         self._closed = False
 
@@ -325,8 +302,8 @@ class StageRecording:
     def inputs(self, items: Sequence[ContextItem], dropped: Iterable[tuple[ContextItem, str]] = ()) -> None:
         """Record the context this stage received, in order; ``dropped`` is what was left out and why."""
         self._check_open()
-        self._inputs.extend((ci, True, None) for ci in items)
-        self._inputs.extend((ci, False, reason) for ci, reason in dropped)
+        self._inputs.extend(items)
+        self._dropped.extend(dropped)
 
     def output(
         self, item: Item, *, origin_kind: OriginKind | str = OriginKind.STAGE, source: str | None = None
@@ -348,21 +325,22 @@ class StageRecording:
         policy = recorder.redaction
         run_id = self.run.id
         ended_at = time.time()
-        bundle = Bundle()
-        bundle.add(
-            "fp_stage",
-            (
-                self.id, run_id, self.seq, self.kind, self.name, str(status), self.started_at, ended_at,
-                self.parent_id, _attributes_text(policy, self.attributes) if self.attributes else None,
-                None if error is None else policy.text(error),
-            ),
-        )
-        for src, kind in self.edges:
-            bundle.add("fp_edge", (run_id, src, self.id, kind))
-        if self._inputs:
-            add_snapshot(bundle, run_id, self.id, self._inputs, recorder._sent, recorder._stored_hash)
-        for position, item in enumerate(self._outputs):
-            bundle.add("fp_output", (run_id, self.id, position, recorder._stored_hash(item, bundle)))
+        rows: dict[str, list[tuple[Any, ...]]] = {"fp_stage": [(
+            self.id, run_id, self.seq, self.kind, self.name, str(status), self.started_at, ended_at,
+            self.parent_id, policy.json_text(self.attributes) if self.attributes else None,
+            None if error is None else policy.text(error),
+        )]}
+        if self.edges:
+            rows["fp_edge"] = [(run_id, src, self.id, kind) for src, kind in self.edges]
+        bundle = Bundle(rows)
+        if self._inputs or self._dropped:
+            add_snapshot(bundle, run_id, self.id, self._inputs, self._dropped, recorder._sent, recorder._stored_hash)
+        if self._outputs:
+            sent, stored_hash = recorder._sent, recorder._stored_hash
+            rows["fp_output"] = [
+                (run_id, self.id, position, sent.get(item.hash) or stored_hash(item, bundle))
+                for position, item in enumerate(self._outputs)
+            ]
         recorder._submit(bundle)
         if recorder.listeners:
             recorder._notify("stage_closed", self._recorded(str(status), ended_at, error))
@@ -374,7 +352,8 @@ class StageRecording:
         run_id = self.run.id
         items: dict[str, Item] = {}
         inputs = []
-        for position, (ci, included, dropped_by) in enumerate(self._inputs):
+        entries = [(ci, True, None) for ci in self._inputs] + [(ci, False, d) for ci, d in self._dropped]
+        for position, (ci, included, dropped_by) in enumerate(entries):
             stored = recorder.stored_item(ci.item)
             items[stored.hash] = stored
             inputs.append(SnapshotEntry(position, stored.hash, ci.origin, included, dropped_by))

@@ -174,6 +174,8 @@ class Origin:
     run_id: str | None = None
     stage_id: str | None = None
     source: str | None = None
+    # the recorder's packed form of this origin, computed once (see tracer._rows.packed_origin)
+    _packed: str | None = field(default=None, init=False, compare=False, repr=False)
 
     def describe(self) -> str:
         """A short human description, e.g. ``memory profile.city (stage s-...)``."""

@@ -7,12 +7,32 @@ they are written; the policy's description is stored with each run.
 
 from __future__ import annotations
 
+import importlib
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 MASK = "[REDACTED]"
+JSON = json.JSONEncoder(default=str)  # what json.dumps(value, default=str) uses
+try:  # the C encoder json.dumps builds on every call, built once (a stage's attributes cost half as much)
+    _C_ENCODER: Any = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, str, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
+    )
+except (AttributeError, TypeError):  # pragma: no cover - a Python without the C accelerator
+    _C_ENCODER = None
+
+
+def encode_json(value: Any) -> str:
+    """``json.dumps(value, default=str)``, faster."""
+    if _C_ENCODER is not None:
+        try:
+            return "".join(_C_ENCODER(value, 0))
+        except RecursionError:  # a circular value: let json say so, as json.dumps would
+            pass
+    return JSON.encode(value)
+_PLAIN = re.compile(r'[ -~]*')  # printable ASCII: what the JSON text shows as is
 
 DEFAULT_KEYS = ("api_key", "apikey", "password", "secret", "authorization", "token", "access_token")
 DEFAULT_PATTERNS = (
@@ -36,11 +56,22 @@ class RedactionPolicy:
     hook: Callable[[str], str] | None = None
     _compiled: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
     _keyset: frozenset[str] = field(init=False, repr=False, compare=False)
+    _guards: tuple[tuple[str, bool], ...] | None = field(init=False, repr=False, compare=False)
+    _key_needles: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         compiled = tuple(re.compile(p) for p in self.patterns)
         object.__setattr__(self, "_compiled", compiled)
         object.__setattr__(self, "_keyset", frozenset(k.lower() for k in self.keys))
+        guards = _literal_guards(compiled) if compiled else None
+        object.__setattr__(self, "_guards", guards)
+        # what json_text() looks for in a JSON text before masking it value by value: each key as
+        # it appears in the text, and the patterns' leading literals (None: always mask the values)
+        plain = all(_PLAIN.fullmatch(k) and '"' not in k and "\\" not in k for k in self._keyset) and all(
+            _PLAIN.fullmatch(g) and '"' not in g and "\\" not in g for g, _ in guards or ()
+        )
+        needles = tuple(f'"{k}":' for k in self._keyset) if plain and (guards or not compiled) else None
+        object.__setattr__(self, "_key_needles", needles)
 
     @classmethod
     def none(cls) -> RedactionPolicy:
@@ -66,11 +97,43 @@ class RedactionPolicy:
 
     def text(self, value: str) -> str:
         """``value`` with every pattern match masked and the hook applied."""
+        if self._guards is not None and value.isascii() and not self._may_match(value):
+            return value if self.hook is None else self.hook(value)
         for pattern in self._compiled:
             value = pattern.sub(MASK, value)
         if self.hook is not None:
             value = self.hook(value)
         return value
+
+    def json_text(self, value: Any) -> str:
+        """``value`` as JSON text with the policy applied: ``json.dumps(self.value(value), default=str)``.
+
+        The value is encoded first and the text searched once for the sensitive keys and the
+        patterns' leading literals; only when one shows up (or the text escapes non-ASCII, or a
+        hook is set) is the value masked piece by piece and encoded again.
+        """
+        text = encode_json(value)
+        needles = self._key_needles
+        if needles == () and not self._compiled and self.hook is None:  # a policy that masks nothing
+            return text
+        if needles is None or self.hook is not None or "\\u" in text:
+            return encode_json(self.value(value))
+        lowered = text.lower()
+        if any(needle in lowered for needle in needles) or self._may_match(text, lowered):
+            return encode_json(self.value(value))
+        return text
+
+    def _may_match(self, value: str, lowered: str | None = None) -> bool:
+        """False when ``value`` (ASCII; ``lowered`` its lower case, if known) holds none of the
+        patterns' leading literals."""
+        for literal, ignore_case in self._guards or ():
+            if ignore_case:
+                lowered = value.lower() if lowered is None else lowered
+                if literal in lowered:
+                    return True
+            elif literal in value:
+                return True
+        return False
 
     def value(self, value: Any) -> Any:
         """A JSON value with sensitive keys and matching strings masked (a new value; the input is kept)."""
@@ -84,3 +147,35 @@ class RedactionPolicy:
         if isinstance(value, list | tuple):
             return [self.value(v) for v in value]
         return value
+
+
+
+def _literal_guards(compiled: tuple[re.Pattern[str], ...]) -> tuple[tuple[str, bool], ...] | None:
+    """For each pattern, the literal text every match starts with (lowercased, with True, when the
+    pattern ignores case); None when some pattern starts with no literal.
+
+    An ASCII string that contains none of them cannot match any pattern, so it skips the regex
+    scans: a substring search is several times faster than a scan, and most strings hold no secret.
+    """
+    try:  # the parser re itself uses (private, so looked up at run time); absent: no guards
+        _parser = importlib.import_module("re._parser")
+        literal = importlib.import_module("re._constants").LITERAL
+    except (ImportError, AttributeError):  # pragma: no cover - a Python whose re is laid out differently
+        return None
+    guards = []
+    for pattern in compiled:
+        try:
+            parsed = _parser.parse(pattern.pattern, pattern.flags)
+        except Exception:  # pragma: no cover - it compiled, so it parses; be safe anyway
+            return None
+        prefix = []
+        for op, arg in parsed:
+            if op is not literal or not 0 < arg < 128:
+                break
+            prefix.append(chr(arg))
+        if not prefix:
+            return None
+        ignore_case = bool(parsed.state.flags & re.IGNORECASE)
+        text = "".join(prefix)
+        guards.append((text.lower() if ignore_case else text, ignore_case))
+    return tuple(guards)

@@ -18,11 +18,9 @@ recorded. A flush request is answered once everything queued before it is commit
 
 from __future__ import annotations
 
-import queue
 import threading
-import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -35,6 +33,7 @@ ROW_SEP = "\x1e"  # between the values of one column
 UNIT_SEP = "\x1f"  # between the entries of one packed snapshot
 NULL_MARK = "\x1d"  # a NULL value
 CHUNK_SEP = "\x1c"  # between chunks of a column
+FIELD_SEP = "\x1c"  # between the fields of a packed origin (snapshots have no chunks)
 CHUNK = 1024  # values per chunk
 _SMALL = 200  # fewer rows than this go as plain list parameters
 
@@ -68,46 +67,56 @@ RUN_END_COLUMNS = (
 _KNOWN_ITEMS = 16_384
 _INSERT_ORDER = ("fp_run", "fp_item", "fp_stage", "fp_edge", "fp_entry", "fp_output")
 
-# A packed snapshot: run id, stage id, then one string per column, each the stage's values joined
-# by UNIT_SEP (NULL as NULL_MARK): item hashes, origin kinds, origin runs, origin stages, origin
-# sources, dropped_by; and ``included`` as a string of "1"/"0", one character per entry.
-PackedSnapshot = tuple[str, str, str, str, str, str, str, str, str]
+# A packed snapshot: run id, stage id, the stage's item hashes joined by UNIT_SEP, their origins
+# joined by UNIT_SEP (each origin's kind, run, stage and source joined by FIELD_SEP, NULL as
+# NULL_MARK), ``included`` as a string of "1"/"0" (one character per entry), and the dropped_by
+# reasons joined by UNIT_SEP (NULL as NULL_MARK), or "" when no entry was dropped.
+PackedSnapshot = tuple[str, str, str, str, str, str]
 
 _EXPAND_SNAPSHOTS = """
 INSERT INTO fp_entry
-SELECT run_id, stage_id, generate_subscripts(h, 1) - 1, unnest(h), nullif(unnest(k), chr(29)),
-       nullif(unnest(r), chr(29)), nullif(unnest(s), chr(29)), nullif(unnest(src), chr(29)),
-       unnest(string_split(inc, '')) = '1', nullif(unnest(d), chr(29))
+SELECT run_id, stage_id, pos - 1, item_hash, nullif(o[1], chr(29)), nullif(o[2], chr(29)),
+       nullif(o[3], chr(29)), nullif(o[4], chr(29)), inc[pos] = '1',
+       CASE WHEN d = [''] THEN NULL ELSE nullif(d[pos], chr(29)) END
 FROM (
-    SELECT unnest(string_split($1, chr(30))) AS run_id, unnest(string_split($2, chr(30))) AS stage_id,
-           string_split(unnest(string_split($3, chr(30))), chr(31)) AS h,
-           string_split(unnest(string_split($4, chr(30))), chr(31)) AS k,
-           string_split(unnest(string_split($5, chr(30))), chr(31)) AS r,
-           string_split(unnest(string_split($6, chr(30))), chr(31)) AS s,
-           string_split(unnest(string_split($7, chr(30))), chr(31)) AS src,
-           unnest(string_split($8, chr(30))) AS inc,
-           string_split(unnest(string_split($9, chr(30))), chr(31)) AS d
+    SELECT run_id, stage_id, inc, d, generate_subscripts(h, 1) AS pos, unnest(h) AS item_hash,
+           string_split(unnest(o), chr(28)) AS o
+    FROM (
+        SELECT unnest(string_split($1, chr(30))) AS run_id, unnest(string_split($2, chr(30))) AS stage_id,
+               string_split(unnest(string_split($3, chr(30))), chr(31)) AS h,
+               string_split(unnest(string_split($4, chr(30))), chr(31)) AS o,
+               unnest(string_split($5, chr(30))) AS inc,
+               string_split(unnest(string_split($6, chr(30))), chr(31)) AS d
+    )
 )
 """
 
 
-def pack(values: Sequence[str | None]) -> str | None:
-    """``values`` joined by UNIT_SEP (NULL as NULL_MARK), or None when a value holds a separator."""
-    if None in values:
-        values = [NULL_MARK if v is None else v for v in values]
-    joined = UNIT_SEP.join(values)  # type: ignore[arg-type]
-    if joined.count(UNIT_SEP) != len(values) - 1 or ROW_SEP in joined:
-        return None
-    return joined
+def unpack_snapshot(snapshot: PackedSnapshot) -> list[tuple[Any, ...]]:
+    """The ``fp_entry`` rows of a packed snapshot."""
+    run_id, stage_id, hashes, origins, flags, dropped = snapshot
+
+    def value(v: str) -> str | None:
+        return None if v == NULL_MARK else v
+
+    reasons = [value(d) for d in dropped.split(UNIT_SEP)] if dropped else [None] * len(flags)
+    rows: list[tuple[Any, ...]] = []
+    for position, (item_hash, origin) in enumerate(zip(hashes.split(UNIT_SEP), origins.split(UNIT_SEP), strict=True)):
+        kind, run, stage, source = (value(v) for v in origin.split(FIELD_SEP))
+        rows.append((run_id, stage_id, position, item_hash, kind, run, stage, source, flags[position] == "1",
+                     reasons[position]))
+    return rows
 
 
-@dataclass
 class Bundle:
     """Rows to write together: one stage's worth, or a run's start or end."""
 
-    rows: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
-    run_ends: list[tuple[Any, ...]] = field(default_factory=list)
-    snapshots: list[PackedSnapshot] = field(default_factory=list)
+    __slots__ = ("rows", "run_ends", "snapshots")
+
+    def __init__(self, rows: dict[str, list[tuple[Any, ...]]] | None = None) -> None:
+        self.rows: dict[str, list[tuple[Any, ...]]] = {} if rows is None else rows
+        self.run_ends: list[tuple[Any, ...]] = []
+        self.snapshots: list[PackedSnapshot] = []
 
     def add(self, table: str, row: tuple[Any, ...]) -> None:
         """Queue one row of ``table``."""
@@ -203,7 +212,14 @@ def select_rows(columns: Sequence[tuple[str, str]], rows: Sequence[tuple[Any, ..
 
 
 class Writer:
-    """Owns the write connection; everything written to the store goes through here."""
+    """Owns the write connection; everything written to the store goes through here.
+
+    The hand-off is a deque the producer appends to without taking a lock or waking anyone: the
+    thread sleeps ``linger`` seconds between batches and takes whatever arrived meanwhile. Waking
+    it for every stage would cost a GIL hand-over each time, more than recording the stage itself.
+    It is woken only when the queue turns from empty to non-empty, for a flush, to stop, and when
+    the queue is full (the producer then waits for room: backpressure).
+    """
 
     def __init__(
         self,
@@ -217,7 +233,12 @@ class Writer:
     ) -> None:
         self._con = con
         self._path = path
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
+        self._pending: deque[Any] = deque()
+        self._wake = threading.Event()  # set: something is queued, or a flush or the stop waits
+        self._urgent = False  # a flush or the stop is queued: write without lingering
+        self._room = threading.Condition()  # notified after each batch, for a producer waiting for room
+        self._closing = False  # close() was called: nothing more is accepted
+        self._max_queue = max_queue
         self._max_batch = max_batch
         self._linger = linger
         self._failure: BaseException | None = None
@@ -241,9 +262,25 @@ class Writer:
         """Queue a bundle; blocks while the queue is full."""
         if self._failure is not None:
             raise StoreError(f"writing to {self._path} failed earlier: {self._failure}") from self._failure
-        if not self._thread.is_alive():
+        if self._closing:
             raise StoreError(f"{self._path} is closed; nothing more can be recorded into it")
-        self._queue.put(bundle)
+        pending = self._pending
+        if len(pending) >= self._max_queue:
+            self._wait_for_room()
+        elif not pending:
+            pending.append(bundle)
+            self._wake.set()
+            return
+        pending.append(bundle)
+
+    def _wait_for_room(self) -> None:
+        with self._room:
+            while len(self._pending) >= self._max_queue:
+                if not self._thread.is_alive():
+                    raise StoreError(f"{self._path} is closed; nothing more can be recorded into it")
+                self._urgent = True
+                self._wake.set()
+                self._room.wait(0.1)
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything queued so far is committed."""
@@ -252,7 +289,9 @@ class Writer:
                 raise StoreError(f"writing to {self._path} failed: {self._failure}") from self._failure
             return
         marker = _Flush()
-        self._queue.put(marker)
+        self._pending.append(marker)
+        self._urgent = True
+        self._wake.set()
         if not marker.done.wait(timeout):
             raise StoreError(f"timed out flushing {self._path}")
         if marker.error is not None:
@@ -260,31 +299,32 @@ class Writer:
 
     def close(self) -> None:
         """Flush and stop the thread."""
+        self._closing = True
         if self._thread.is_alive():
-            self._queue.put(_STOP)
+            self._pending.append(_STOP)
+            self._urgent = True
+            self._wake.set()
             self._thread.join()
 
     def _loop(self) -> None:
+        pending, wake = self._pending, self._wake
         while True:
-            first = self._queue.get()
-            batch: list[Any] = [first]
-            waiting = not isinstance(first, Bundle)  # someone waits on a flush (or the stop)
-            deadline = time.monotonic() + self._linger
-            while len(batch) < self._max_batch:
-                try:
-                    entry = self._queue.get_nowait()
-                except queue.Empty:
-                    # Each statement costs a few ms of planning and GIL hand-over, so while rows
-                    # keep coming a batch waits briefly for more; a flush is never kept waiting.
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0 or waiting:
-                        break
-                    try:
-                        entry = self._queue.get(timeout=remaining)
-                    except queue.Empty:
-                        break
-                batch.append(entry)
-                waiting = waiting or not isinstance(entry, Bundle)
+            if not pending:
+                wake.wait()
+            if self._linger and not self._urgent:
+                # Each statement costs a few ms of planning, so while rows keep coming a batch
+                # waits briefly for more; a flush (or the stop, or a full queue) cuts it short.
+                wake.clear()
+                if not self._urgent:
+                    wake.wait(self._linger)
+            wake.clear()
+            self._urgent = False
+            batch: list[Any] = []
+            while pending and len(batch) < self._max_batch:
+                batch.append(pending.popleft())
+            if pending:
+                wake.set()  # more than one batch's worth waits: go round again at once
+                self._urgent = True
             bundles = [b for b in batch if isinstance(b, Bundle)]
             error: BaseException | None = None
             if bundles:
@@ -295,11 +335,16 @@ class Writer:
                     self._failure = exc
                     if self._on_error is not None:
                         self._on_error(exc)
+            with self._room:
+                self._room.notify_all()
+            stop = False
             for marker in batch:
                 if isinstance(marker, _Flush):
                     marker.error = error or self._failure
                     marker.done.set()
-            if any(b is _STOP for b in batch):
+                elif marker is _STOP:
+                    stop = True
+            if stop:
                 return
 
     def _write(self, bundles: list[Bundle]) -> None:
@@ -364,12 +409,7 @@ class Writer:
             self._con.execute(_EXPAND_SNAPSHOTS, columns)
             return
         # an id holds a separator: unpack in Python and insert the rows the plain way
-        rows: list[tuple[Any, ...]] = []
-        for run_id, stage_id, h, k, r, s, src, inc, d in snapshots:
-            unpacked = [[None if v == NULL_MARK else v for v in c.split(UNIT_SEP)] for c in (h, k, r, s, src, d)]
-            for position, (hh, kk, rr, ss, sr, dd) in enumerate(zip(*unpacked, strict=True)):
-                rows.append((run_id, stage_id, position, hh, kk, rr, ss, sr, inc[position] == "1", dd))
-        self._insert_columns("fp_entry", rows)
+        self._insert_columns("fp_entry", [row for snapshot in snapshots for row in unpack_snapshot(snapshot)])
 
     def _insert_columns(self, table: str, rows: list[tuple[Any, ...]], *, ignore: bool = False) -> None:
         select, params = select_rows(COLUMN_TYPES[table], rows)

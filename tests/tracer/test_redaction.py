@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracer import ContextItem, Item, Origin, Recorder, RedactionPolicy, Store
 from tracer._redaction import MASK
@@ -71,3 +75,44 @@ def test_redaction_can_be_switched_off(tmp_path: Path) -> None:
     store.flush()
     assert store.get_run(run.id).input == f"key {SECRET_KEY}"
     store.close()
+
+
+def _scanned(policy: RedactionPolicy, value: str) -> str:
+    """What text() returns without its literal guard: every pattern's substitution in turn."""
+    for pattern in policy._compiled:
+        value = pattern.sub("[REDACTED]", value)
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["sk-", "SK-", "bearer ", "BeArEr\t", "AKIA", "akia", "x" * 16, "ABCDEFGHIJKLMNOP",
+                                 "0123456789abcdef", " ", "ſ", "é", "-", "_"]), max_size=12).map("".join))
+def test_the_literal_guard_never_changes_what_is_masked(value: str) -> None:
+    policy = RedactionPolicy()
+    assert policy._guards is not None  # the default patterns all start with a literal
+    assert policy.text(value) == _scanned(policy, value)
+
+
+def test_patterns_without_a_leading_literal_are_always_scanned() -> None:
+    policy = RedactionPolicy(keys=(), patterns=(r"sk-\w{4}", r"\d{3}-\d{4}"))
+    assert policy._guards is None
+    assert policy.text("call 555-1234 or sk-abcd") == "call [REDACTED] or [REDACTED]"
+
+
+_strings = st.lists(st.sampled_from(["sk-", "bearer ", "AKIA", "x" * 16, "ABCDEFGHIJKLMNOP", "token", "Password",
+                                     '"token": ', "\\", '"', "é", "ſ", " ", "a"]), max_size=6).map("".join)
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _strings,
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["token", "Token", "input_tokens", "api_key", "note", "sk-key", "é"]) | _strings,
+                      inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_json_values)
+def test_json_text_is_the_masked_value_encoded(value: object) -> None:
+    """json_text() searches the encoded text first; whatever it finds or not, it equals masking then encoding."""
+    for policy in (RedactionPolicy(), RedactionPolicy.with_extra(keys=["note"]), RedactionPolicy.none()):
+        assert policy.json_text(value) == json.dumps(policy.value(value), default=str)
