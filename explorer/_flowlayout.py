@@ -104,11 +104,15 @@ def _layers(stages: list[Stage], edges: Iterable[Edge]) -> dict[str, int]:
     return layer
 
 
+#: The kinds of stage whose box shows the stage's last output (the question, the answer, ...).
+OUTPUT_LABELLED = frozenset({StageKind.INPUT, StageKind.ANSWER, StageKind.RESUME, StageKind.ERROR})
+
+
 def _box_label(stage: Stage, data: RunData) -> tuple[str, str, str]:
     """The box's top label, its middle line, and its bottom label."""
     inner = BOX_W - 2
     name = stage.name if stage.name and stage.name != stage.kind else ""
-    if stage.kind in (StageKind.INPUT, StageKind.ANSWER, StageKind.RESUME, StageKind.ERROR):
+    if stage.kind in OUTPUT_LABELLED:
         produced = data.outputs.get(stage.id) or []
         item = data.items.get(produced[-1]) if produced else None
         if item is not None and item.text:
@@ -129,6 +133,15 @@ def _box_label(stage: Stage, data: RunData) -> tuple[str, str, str]:
     if took:
         notes.append(took)
     return stage.kind, middle, " ".join(notes)
+
+
+def default_stage(data: RunData) -> str | None:
+    """The stage a run's screen selects first: its answer, else its last stage (None for no stages)."""
+    stages = sorted(data.stages, key=lambda s: s.seq)
+    for stage in reversed(stages):
+        if stage.kind == StageKind.ANSWER:
+            return stage.id
+    return stages[-1].id if stages else None
 
 
 def layout(data: RunData) -> FlowLayout:

@@ -1,45 +1,92 @@
-"""Reading a run in two parts on a thread pool: its outline first (to draw), then all of it."""
+"""Reading a run for its screen: the outline and the stage it shows first now, the others when shown.
+
+A long run's snapshots are most of what it holds (each inference saw the whole conversation so
+far: 31,499 entries in a run of 500 stages), and the screen shows one stage at a time. So a run
+opens with its stages, edges and outputs, and with the stage it shows first read whole (its
+snapshot and the items it saw and output), as are the stages whose boxes show an output (the
+question, the answer). The run screen reads any other stage when it is shown, on a worker thread,
+and keeps it. A short run is read whole when it opens (a few milliseconds), so moving through it
+never waits.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 
-from tracer import RunData
+from tracer import Item, RunData, SnapshotEntry
 
-from ._source import HostSource, RecordingSource
+from ._flowlayout import OUTPUT_LABELLED, default_stage
+from ._source import RecordingSource
+
+#: A run of at most this many stages is read whole when it opens.
+WHOLE_RUN_STAGES = 50
+
+
+@dataclass
+class OpenedRun(RunData):
+    """A run as its screen holds it: the whole outline, and the stages read whole so far.
+
+    ``read`` holds the stages whose snapshots are in ``inputs`` and whose items (those they saw and
+    output) are in ``items``; of the others, only the stage, its edges and its outputs' hashes.
+    """
+
+    read: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, data: RunData, read: Iterable[str]) -> OpenedRun:
+        """``data`` (an outline holding the snapshots of the ``read`` stages) as an opened run."""
+        return cls(run=data.run, stages=data.stages, edges=data.edges, inputs=data.inputs, outputs=data.outputs,
+                   items=data.items, read=set(read))
+
+    def add_snapshots(self, stage_ids: Iterable[str], inputs: dict[str, list[SnapshotEntry]],
+                      items: dict[str, Item]) -> None:
+        """Keep what was read of ``stage_ids`` (``load_snapshots``; a stage absent from ``inputs`` saw nothing)."""
+        ids = set(stage_ids)
+        self.inputs.update({k: v for k, v in inputs.items() if k in ids})
+        self.items.update(items)
+        self.read |= ids
+
+
+def has_snapshot(data: RunData, stage_id: str) -> bool:
+    """True when ``data`` holds the snapshot of ``stage_id`` (a plain RunData holds every one)."""
+    return not isinstance(data, OpenedRun) or stage_id in data.read
+
+
+def missing_snapshots(data: RunData, stage_ids: Iterable[str]) -> list[str]:
+    """The stages among ``stage_ids`` whose snapshots ``data`` does not hold yet."""
+    return [s for s in dict.fromkeys(stage_ids) if not has_snapshot(data, s)]
+
+
+def read_opening(source: RecordingSource, run_id: str, stage_id: str | None = None) -> OpenedRun:
+    """The run's outline with the stage shown first (``stage_id``, else the default) read whole.
+
+    So are the stages whose flowchart boxes show an output (the question, the answer), and a run
+    of up to :data:`WHOLE_RUN_STAGES` stages is read whole. Blocks: run it on a thread.
+    """
+    outline = source.load_outline(run_id, [stage_id] if stage_id else [])
+    read = {stage_id} if stage_id else set()
+    if len(outline.stages) <= WHOLE_RUN_STAGES:
+        wanted = [s.id for s in outline.stages]
+    else:
+        first = stage_id if stage_id and outline.has_stage(stage_id) else default_stage(outline)
+        wanted = ([first] if first else []) + [s.id for s in outline.stages if s.kind in OUTPUT_LABELLED]
+    opened = OpenedRun.of(outline, read)
+    missing = missing_snapshots(opened, wanted)
+    if missing:
+        opened.add_snapshots(missing, *source.load_snapshots(run_id, missing))
+    return opened
 
 
 @dataclass
 class RunLoad:
-    """A run being read: ``outline`` (stages, edges, outputs) now, the whole run when asked.
+    """A run being opened on a thread pool (started before its screen is built, so both go on at once)."""
 
-    The screen asks for the whole run once the outline is drawn: read side by side, the two would
-    share one interpreter lock and the outline, which the reader is waiting to see, would come
-    later. A host's read API sends a run in one piece, so there the outline is the whole run.
-    """
-
-    pool: Executor
-    source: RecordingSource
     run_id: str
-    outline: Future[RunData]
-    _full: Future[RunData] | None = field(default=None, repr=False)
+    opening: Future[OpenedRun]
 
     @classmethod
-    def start(cls, pool: Executor, source: RecordingSource, run_id: str) -> RunLoad:
-        """Start reading the outline now."""
-        if isinstance(source, HostSource):
-            whole = pool.submit(source.load_run, run_id)
-            return cls(pool, source, run_id, whole, whole)
-        return cls(pool, source, run_id, pool.submit(source.load_outline, run_id))
-
-    @property
-    def split(self) -> bool:
-        """True when the outline is not the whole run."""
-        return self._full is not self.outline
-
-    def full(self) -> Future[RunData]:
-        """The whole run (its read starts on the first call)."""
-        if self._full is None:
-            self._full = self.pool.submit(self.source.load_run, self.run_id)
-        return self._full
+    def start(cls, pool: Executor, source: RecordingSource, run_id: str, stage_id: str | None = None) -> RunLoad:
+        """Start reading the run's opening (see :func:`read_opening`) now."""
+        return cls(run_id, pool.submit(read_opening, source, run_id, stage_id))

@@ -9,16 +9,16 @@ the screens call them from worker threads.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from tracer import (
-    Edge,
     Evidence,
+    Item,
     Run,
     RunData,
     RunFilter,
-    Stage,
+    SnapshotEntry,
     Store,
     run_from_dict,
     rundata_from_dict,
@@ -30,6 +30,9 @@ from .errors import SourceError
 
 #: The filter that matches every run.
 ALL_RUNS = RunFilter()
+
+#: Some stages read whole: each one's entries (as ``RunData.inputs``) and the items they saw and output.
+Snapshots = tuple[dict[str, list[SnapshotEntry]], dict[str, Item]]
 
 
 @runtime_checkable
@@ -62,11 +65,16 @@ class RecordingSource(Protocol):
         """Everything recorded about one run."""
         ...
 
-    def load_outline(self, run_id: str) -> RunData:
-        """The run's stages, edges and outputs without the snapshots: enough to draw its flowchart.
+    def load_outline(self, run_id: str, snapshots: Sequence[str] = ()) -> RunData:
+        """The run's stages, edges and outputs, with the ``snapshots`` stages read whole (``Store.load_run``).
 
-        A source that cannot read less than the whole run returns the whole run.
+        Enough to draw its flowchart and the stage shown first; :meth:`load_snapshots` reads the
+        others when they are shown.
         """
+        ...
+
+    def load_snapshots(self, run_id: str, stage_ids: Sequence[str]) -> Snapshots:
+        """The snapshots of these stages of the run and the items they saw and output."""
         ...
 
     def resolve_run_id(self, ref: str) -> str:
@@ -120,28 +128,13 @@ class StoreSource:
         """Everything recorded about one run."""
         return self.store.load_run(run_id)
 
-    def load_outline(self, run_id: str) -> RunData:
-        """Stages, edges and outputs only, read through the store's public views (a few ms for any run).
+    def load_outline(self, run_id: str, snapshots: Sequence[str] = ()) -> RunData:
+        """Stages, edges and outputs, with the ``snapshots`` stages read whole (``Store.load_run``)."""
+        return self.store.load_run(run_id, snapshots=snapshots)
 
-        A big run's snapshots are most of what it holds (each inference saw the whole conversation):
-        the flowchart is drawn from this while they are read.
-        """
-        run = self.store.get_run(run_id)
-        stages = [
-            Stage(id=r[0], run_id=r[1], seq=r[2], kind=r[3], name=r[4], status=r[5], started_at=r[6],
-                  ended_at=r[7], parent_id=r[8], attributes=json.loads(r[9]) if r[9] else {}, error=r[10])
-            for r in self.store.query(
-                "SELECT id, run_id, seq, kind, name, status, epoch(started_at), epoch(ended_at), parent_id, "
-                "attributes, error FROM stages WHERE run_id = ? ORDER BY seq", [run_id])
-        ]
-        edges = [Edge(*r) for r in self.store.query("SELECT run_id, src, dst, kind FROM edges WHERE run_id = ?",
-                                                    [run_id])]
-        data = RunData(run=run, stages=stages, edges=edges)
-        for stage_id, item_hash in self.store.query(
-                "SELECT stage_id, item_hash FROM outputs WHERE run_id = ? ORDER BY stage_id, position", [run_id]):
-            data.outputs.setdefault(stage_id, []).append(item_hash)
-        data.items = self.store.items(h for hs in data.outputs.values() for h in hs)
-        return data
+    def load_snapshots(self, run_id: str, stage_ids: Sequence[str]) -> Snapshots:
+        """The snapshots of these stages of the run and the items they saw and output."""
+        return self.store.load_snapshots(run_id, stage_ids)
 
     def resolve_run_id(self, ref: str) -> str:
         """The full id a prefix (or ``last``) names."""
@@ -169,7 +162,8 @@ class RecordingsClientLike(Protocol):
     def list_runs(self, where: RunFilter = ALL_RUNS, *, limit: int = ..., offset: int = ...) -> Any: ...
     def count_runs(self, where: RunFilter = ALL_RUNS) -> Any: ...
     def get_run(self, run_id: str) -> Any: ...
-    def load_run(self, run_id: str) -> Any: ...
+    def load_run(self, run_id: str, *, snapshots: Sequence[str] | None = None) -> Any: ...
+    def load_snapshots(self, run_id: str, stage_ids: Sequence[str]) -> Any: ...
     def resolve_run_id(self, ref: str) -> Any: ...
     def session_runs(self, session_id: str) -> Any: ...
     def why(self, run_id: str, item: str | None = None) -> Any: ...
@@ -207,13 +201,27 @@ class HostSource:
         """One run by id."""
         return _run(self.client.get_run(run_id))
 
-    def load_outline(self, run_id: str) -> RunData:
-        """The whole run: the read API sends a run in one piece."""
-        return self.load_run(run_id)
+    def load_outline(self, run_id: str, snapshots: Sequence[str] = ()) -> RunData:
+        """Stages, edges and outputs, with the ``snapshots`` stages read whole, in one request."""
+        return self._rundata(run_id, self.client.load_run(run_id, snapshots=list(snapshots)))
+
+    def load_snapshots(self, run_id: str, stage_ids: Sequence[str]) -> Snapshots:
+        """The snapshots of these stages of the run and the items they saw and output, in one request."""
+        answer = self.client.load_snapshots(run_id, list(stage_ids))
+        if isinstance(answer, tuple) and len(answer) == 2:
+            return answer[0], answer[1]
+        try:
+            data = rundata_from_dict(answer)
+        except ValueError as exc:
+            raise SourceError(f"{self.label} sent snapshots of run {run_id} in a form the explorer cannot read: "
+                              f"{exc}") from exc
+        return data.inputs, data.items
 
     def load_run(self, run_id: str) -> RunData:
         """Everything recorded about one run."""
-        data = self.client.load_run(run_id)
+        return self._rundata(run_id, self.client.load_run(run_id))
+
+    def _rundata(self, run_id: str, data: Any) -> RunData:
         if isinstance(data, RunData):
             return data
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Literal
@@ -84,8 +85,13 @@ class ExplorerApp(App[None]):
 
     def on_unmount(self) -> None:
         self._reader.shutdown(wait=False, cancel_futures=True)
+        gc.unfreeze()
 
     def on_mount(self) -> None:
+        # What exists by now (the modules, Textual's own objects: ~140,000) lives as long as the
+        # app does. Out of the collector's sight, a full collection while a run opens scans only
+        # what the explorer made since: ~10 ms instead of ~70.
+        gc.freeze()
         run_id, stage_id = self._open_at
         if run_id is not None:
             self.open_run(run_id, stage_id)
@@ -96,11 +102,11 @@ class ExplorerApp(App[None]):
 
     def open_run(self, run_id: str, stage_id: str | None = None) -> None:
         """Show a run (and select a stage of it)."""
-        self.push_screen(RunScreen(run_id, stage_id, prefetch=self.prefetch(run_id)))
+        self.push_screen(RunScreen(run_id, stage_id, prefetch=self.prefetch(run_id, stage_id)))
 
-    def prefetch(self, run_id: str) -> RunLoad:
-        """Start reading a run now, on threads, so it loads while its screen is being built."""
-        return RunLoad.start(self._reader, self.source, run_id)
+    def prefetch(self, run_id: str, stage_id: str | None = None) -> RunLoad:
+        """Start reading a run's opening now, on a thread, so it loads while its screen is being built."""
+        return RunLoad.start(self._reader, self.source, run_id, stage_id)
 
     def open_why(self, run_id: str, item: str | None = None) -> None:
         """Show why a run answered as it did (or where one of its items came from)."""

@@ -12,11 +12,21 @@ works against a remote host the same as against a local file.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import httpx2 as httpx
 
-from tracer import NotFoundError, Run, RunData, RunFilter, run_from_dict, rundata_from_dict
+from tracer import (
+    Item,
+    NotFoundError,
+    Run,
+    RunData,
+    RunFilter,
+    SnapshotEntry,
+    run_from_dict,
+    rundata_from_dict,
+)
 
 from .errors import HostAuthError, HostClientError
 
@@ -89,9 +99,25 @@ class RecordingsClient:
         """One run (id, unique prefix or ``last``)."""
         return self.load_run(run_id).run
 
-    def load_run(self, run_id: str) -> RunData:
-        """Everything recorded about one run (id, unique prefix or ``last``)."""
-        return rundata_from_dict(self._request("GET", f"/v1/recordings/runs/{run_id}"))
+    def load_run(self, run_id: str, *, snapshots: Iterable[str] | None = None) -> RunData:
+        """Everything recorded about one run (id, unique prefix or ``last``).
+
+        ``snapshots``, as for ``Store.load_run``: only those stages come whole (read the others with
+        :meth:`load_snapshots`).
+        """
+        params = None if snapshots is None else {"snapshots": ",".join(snapshots)}
+        return rundata_from_dict(self._request("GET", f"/v1/recordings/runs/{run_id}", params=params))
+
+    def load_snapshots(
+        self, run_id: str, stage_ids: Iterable[str]
+    ) -> tuple[dict[str, list[SnapshotEntry]], dict[str, Item]]:
+        """The snapshots of some stages of a run and the items they saw and output, as ``Store.load_snapshots``."""
+        wanted = list(dict.fromkeys(stage_ids))
+        if not wanted:
+            return {}, {}
+        data = rundata_from_dict(self._request("GET", f"/v1/recordings/runs/{run_id}/snapshots",
+                                               params={"stages": ",".join(wanted)}))
+        return data.inputs, data.items
 
     def resolve_run_id(self, ref: str) -> str:
         """The full id of the run ``ref`` names: an id, a unique prefix, or ``last``."""

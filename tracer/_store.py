@@ -83,6 +83,11 @@ _RUN_COLUMNS = (
     "cost, forked_from_run, forked_from_stage, fork_edit, labels, attributes, redaction, error"
 )
 
+# One run's rows, found by a range on run_id: DuckDB prunes row groups with it (ids sort by time)
+# and filters inside the one or two left. An equality is answered from the run_id index instead,
+# which fetches row by row: ~30 ms for the 600 edges of a long run, against ~2.
+_ONE_RUN = "run_id >= ? AND run_id < ? || chr(0)"
+
 
 class Store:
     """A footprint store in a DuckDB file (or in memory with ``path=":memory:"``).
@@ -375,36 +380,28 @@ class Store:
     def load_run(self, run_id: str, *, snapshots: Iterable[str] | None = None) -> RunData:
         """Everything recorded about one run.
 
-        ``snapshots`` names the stages whose snapshots to read, when not every stage's: the run
-        comes with all its stages, edges and outputs and the items the outputs name, but its
-        ``inputs`` (and the items they name) only for those stages; :meth:`load_snapshots` reads
-        others later. A long run's snapshots are most of what it holds (each inference saw the
-        conversation so far), so a screen that shows one stage at a time opens with
-        ``snapshots=[the stage it shows]``.
+        ``snapshots`` names the stages to read whole, when not every stage: the run comes with all
+        its stages, edges and outputs, but with the snapshots (``inputs``) of those stages only,
+        and ``items`` holds the items those stages saw and output. :meth:`load_snapshots` reads
+        other stages later. A long run's snapshots are most of what it holds (each inference saw
+        the conversation so far), so a screen that shows one stage at a time reads that one.
         """
         if snapshots is None:
             return self.load_runs([run_id])[run_id]
-        return self._load_outline(run_id, list(dict.fromkeys(snapshots)))
-
-    # One run's rows, found by a range on run_id: DuckDB prunes row groups with it (ids sort by
-    # time) and filters inside the one or two left. An equality would be answered from the run_id
-    # index instead, which fetches row by row: ~30 ms for the 600 edges of a long run, against 2.
-    _ONE_RUN = "run_id >= ? AND run_id < ? || chr(0)"
-
-    def _load_outline(self, run_id: str, snapshots: list[str]) -> RunData:
+        wanted = list(dict.fromkeys(snapshots))
         run = self.get_run(run_id)
         cur = self.cursor()
         try:
             stage_rows = cur.execute(
                 "SELECT id, run_id, seq, kind, name, status, started_at, ended_at, parent_id, attributes, error "
-                f"FROM fp_stage WHERE {self._ONE_RUN} ORDER BY seq",
+                f"FROM fp_stage WHERE {_ONE_RUN} ORDER BY seq",
                 [run_id, run_id],
             ).fetchall()
             edge_rows = cur.execute(
-                f"SELECT run_id, src, dst, kind FROM fp_edge WHERE {self._ONE_RUN}", [run_id, run_id]
+                f"SELECT run_id, src, dst, kind FROM fp_edge WHERE {_ONE_RUN}", [run_id, run_id]
             ).fetchall()
             output_rows = cur.execute(
-                f"SELECT stage_id, item_hash FROM fp_output WHERE {self._ONE_RUN} ORDER BY stage_id, position",
+                f"SELECT stage_id, item_hash FROM fp_output WHERE {_ONE_RUN} ORDER BY stage_id, position",
                 [run_id, run_id],
             ).fetchall()
         finally:
@@ -420,24 +417,30 @@ class Store:
         )
         for stage_id, item_hash in output_rows:
             data.outputs.setdefault(stage_id, []).append(item_hash)
-        data.inputs = self._entries(run_id, snapshots)
-        hashes = {h for hs in data.outputs.values() for h in hs}
-        hashes.update(e.item_hash for es in data.inputs.values() for e in es)
+        data.inputs = self._entries(run_id, wanted)
+        hashes = {e.item_hash for es in data.inputs.values() for e in es}
+        hashes.update(h for stage_id in wanted for h in data.outputs.get(stage_id, ()))
         data.items = self.items(hashes)
         return data
 
     def load_snapshots(
         self, run_id: str, stage_ids: Iterable[str]
     ) -> tuple[dict[str, list[SnapshotEntry]], dict[str, Item]]:
-        """The snapshots of some stages of a run, and the items they name.
+        """The snapshots of some stages of a run, and the items those stages saw and output.
 
         The first part maps each stage to its entries in order, those left out of the context
         included, as :attr:`RunData.inputs` does (a stage without inputs is absent); the second
-        maps the entries' item hashes to the items. Merged into a :meth:`load_run` read with
-        ``snapshots=``, they make it as complete for these stages as a whole read.
+        maps item hashes to items. Merged into a ``load_run(run_id, snapshots=...)`` read, they
+        make these stages as whole as a full read would.
         """
-        inputs = self._entries(run_id, list(dict.fromkeys(stage_ids)))
-        return inputs, self.items(e.item_hash for es in inputs.values() for e in es)
+        wanted = list(dict.fromkeys(stage_ids))
+        inputs = self._entries(run_id, wanted)
+        hashes = {e.item_hash for es in inputs.values() for e in es}
+        if wanted:
+            hashes.update(r[0] for r in self.query(
+                f"SELECT item_hash FROM fp_output WHERE {_ONE_RUN} AND stage_id IN (SELECT unnest(?))",
+                [run_id, run_id, wanted]))
+        return inputs, self.items(hashes)
 
     def _entries(self, run_id: str, stage_ids: list[str]) -> dict[str, list[SnapshotEntry]]:
         inputs: dict[str, list[SnapshotEntry]] = {}
@@ -445,7 +448,7 @@ class Store:
             return inputs
         rows = self.query(
             "SELECT stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source, included, "
-            f"dropped_by FROM fp_entry WHERE {self._ONE_RUN} AND stage_id IN (SELECT unnest(?)) "
+            f"dropped_by FROM fp_entry WHERE {_ONE_RUN} AND stage_id IN (SELECT unnest(?)) "
             "ORDER BY stage_id, position",
             [run_id, run_id, stage_ids],
         )

@@ -20,7 +20,7 @@ from textual.strip import Strip
 
 from tracer import RunData, Stage
 
-from .._flowlayout import BOX_H, BOX_W, FlowLayout, layout
+from .._flowlayout import BOX_H, BOX_W, FlowLayout, default_stage, layout
 from .._format import EDGE_COLOURS, STAGE_COLOURS
 
 
@@ -85,20 +85,12 @@ class Flowchart(ScrollView, can_focus=True):
         self._stages = {s.id: s for s in data.stages}
         self._strips.clear()
         self.virtual_size = Size(self.flow.width, self.flow.height)
-        target = select if select in self._stages else self._default_stage(data)
+        target = select if select in self._stages else default_stage(data)
         if target is not None:
             if self.selected == target:
                 self._announce(target)
             self.selected = target
         self.refresh()
-
-    @staticmethod
-    def _default_stage(data: RunData) -> str | None:
-        stages = sorted(data.stages, key=lambda s: s.seq)
-        for stage in reversed(stages):
-            if stage.kind == "answer":
-                return stage.id
-        return stages[-1].id if stages else None
 
     @property
     def selected_stage(self) -> Stage | None:
@@ -178,8 +170,7 @@ class Flowchart(ScrollView, can_focus=True):
     def on_resize(self, event: events.Resize) -> None:
         self._strips.clear()
 
-    def _style(self, key: str) -> Style:
-        base = self.rich_style
+    def _style(self, key: str, base: Style) -> Style:
         if key.startswith("box:"):
             stage_id = key[4:]
             stage = self._stages.get(stage_id)
@@ -192,7 +183,7 @@ class Flowchart(ScrollView, can_focus=True):
             return base + Style(color=EDGE_COLOURS.get(key[5:], "bright_black"))
         return base
 
-    def _row(self, y: int) -> Strip:
+    def _row(self, y: int, base: Style) -> Strip:
         strip = self._strips.get(y)
         if strip is None:
             assert self.flow is not None
@@ -201,7 +192,7 @@ class Flowchart(ScrollView, can_focus=True):
             start = 0
             for x in range(1, len(chars) + 1):
                 if x == len(chars) or styles[x] != styles[start]:
-                    segments.append(Segment("".join(chars[start:x]), self._style(styles[start])))
+                    segments.append(Segment("".join(chars[start:x]), self._style(styles[start], base)))
                     start = x
             strip = Strip(segments, len(chars))
             self._strips[y] = strip
@@ -212,10 +203,11 @@ class Flowchart(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         scroll_x, scroll_y = self.scroll_offset
         row = scroll_y + y
+        base = self.rich_style  # worked out from the styles on every access: once a line
         if self.flow is None or row >= self.flow.height:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, base)
         pad = self._pad()
-        strip = self._row(row)
+        strip = self._row(row, base)
         if pad:
-            strip = Strip([Segment(" " * pad, self.rich_style), *strip], pad + strip.cell_length)
-        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
+            strip = Strip([Segment(" " * pad, base), *strip], pad + strip.cell_length)
+        return strip.crop_extend(scroll_x, scroll_x + width, base)

@@ -14,6 +14,8 @@ from textual.widgets import DataTable, Static
 from tracer import Origin, RunData, SnapshotDiff, SnapshotEntry, Stage, diff_snapshots, estimate_tokens
 
 from .._format import ORIGIN_COLOURS, kind_label, one_line, origin_text, short_id, tokens
+from .._prefetch import missing_snapshots
+from ._snapshots import SnapshotsWanted
 
 _CHANGE_COLOURS = {
     "added": "green", "injected": "magenta", "dropped": "red", "edited": "yellow",
@@ -62,6 +64,7 @@ class SnapshotView(Vertical):
         self.stage: Stage | None = None
         self.previous: Stage | None = None
         self.showing_diff = False
+        self.waiting = False  # for the snapshots it shows: the stage's, and the previous inference's for a diff
         self._rows: dict[str, tuple[str, Origin | None]] = {}
 
     def compose(self) -> ComposeResult:
@@ -74,22 +77,28 @@ class SnapshotView(Vertical):
         """The item table."""
         return self.query_one(DataTable)
 
-    def show(self, data: RunData, stage: Stage, *, diff: bool = False, partial: bool = False) -> None:
+    def show(self, data: RunData, stage: Stage, *, diff: bool = False) -> None:
         """Show ``stage``'s snapshot (or, with ``diff``, what changed since the previous inference).
 
-        ``partial``: the snapshots are still being read; say so (the screen shows them when they come).
+        A snapshot ``data`` does not hold yet is asked for (:class:`SnapshotsWanted`); until it is
+        read, the view says so, and :meth:`snapshots_read` shows it.
         """
-        if partial:
-            self.data = None
-            self.query_one(".snapshot--header", Static).update(f"{stage.name}: reading the snapshot…")
-            self.table.clear(columns=True)
-            return
         self.data = data
         self.stage = stage
         inferences = data.inferences()
         index = next((i for i, s in enumerate(inferences) if s.id == stage.id), -1)
         self.previous = inferences[index - 1] if index > 0 else None
         self.showing_diff = diff and self.previous is not None
+        needed = [stage.id, self.previous.id] if self.showing_diff and self.previous is not None else [stage.id]
+        missing = missing_snapshots(data, needed)
+        self.waiting = bool(missing)
+        if missing:
+            reading = f"diff {self.previous.name} → {stage.name}" if self.showing_diff and self.previous else stage.name
+            self.query_one(".snapshot--header", Static).update(f"{reading}: reading the snapshot…")
+            self.table.clear(columns=True)
+            self._rows.clear()
+            self.post_message(SnapshotsWanted(missing))
+            return
         if self.showing_diff:
             self._show_diff()
         else:
@@ -185,6 +194,11 @@ class SnapshotView(Vertical):
             )
         if not diff.entries:
             table.add_row("", "", "", "", Text("the two snapshots hold the same items", style="dim"))
+
+    def snapshots_read(self, data: RunData) -> None:
+        """More snapshots were read: show what was awaited (the snapshot, or the diff)."""
+        if self.waiting and self.stage is not None:
+            self.show(data, self.stage, diff=self.showing_diff)
 
     def action_toggle_diff(self) -> None:
         """Switch between the snapshot and the diff to the previous inference."""

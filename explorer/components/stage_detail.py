@@ -40,10 +40,15 @@ class StageDetail(ContentSwitcher):
         await self.mount(view)
         return view
 
-    async def show(self, data: RunData, stage: Stage, *, partial: bool = False) -> None:
-        """Show the details of ``stage`` (``partial``: ``data`` lacks the snapshots, still being read)."""
+    async def show(self, data: RunData, stage: Stage) -> None:
+        """Show the details of ``stage`` (a view asks for a snapshot ``data`` lacks, and says it is reading it)."""
         views: dict[str, str] = {StageKind.INFERENCE: "snapshot", StageKind.TOOL: "tool-call"}
         name = views.get(stage.kind, "stage-info")
         view = await self._view(name)
         self.current = name
-        view.show(data, stage, partial=partial)  # type: ignore[attr-defined]
+        view.show(data, stage)  # type: ignore[attr-defined]
+
+    def snapshots_read(self, data: RunData) -> None:
+        """More of ``data``'s snapshots were read: the view shown redraws if it was waiting for them."""
+        if self.current:
+            self.query_one(f"#{self.current}").snapshots_read(data)  # type: ignore[attr-defined]

@@ -12,6 +12,8 @@ from textual.widgets import Static
 from tracer import RunData, Stage, StageKind
 
 from .._format import ORIGIN_COLOURS, clock, duration, one_line
+from .._prefetch import has_snapshot
+from ._snapshots import SnapshotsWanted
 
 
 class StageInfoView(VerticalScroll):
@@ -22,11 +24,21 @@ class StageInfoView(VerticalScroll):
     StageInfoView > Static { height: auto; }
     """
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.stage: Stage | None = None
+        self.waiting = False  # for the stage to be read (its inputs and outputs)
+
     def compose(self) -> ComposeResult:
         yield Static("", id="stage-info-body")
 
-    def show(self, data: RunData, stage: Stage, *, partial: bool = False) -> None:
-        """Show ``stage`` of ``data`` (``partial``: its inputs are still being read)."""
+    def show(self, data: RunData, stage: Stage) -> None:
+        """Show ``stage`` of ``data``; what is not read yet says "reading…" until it is."""
+        self.stage = stage
+        partial = not has_snapshot(data, stage.id)
+        self.waiting = partial
+        if partial:
+            self.post_message(SnapshotsWanted([stage.id]))
         text = Text()
         text.append(f"{stage.kind}", style="bold")
         if stage.name and stage.name != stage.kind:
@@ -36,8 +48,12 @@ class StageInfoView(VerticalScroll):
         text.append(f"\nstarted {clock(stage.started_at)}" + (f"  took {took}" if took else ""), style="dim")
         if stage.error:
             text.append(f"\nerror: {stage.error}", style="red")
-        outputs = [data.items[h] for h in data.outputs.get(stage.id, []) if h in data.items]
-        if stage.kind == StageKind.ANSWER and outputs:
+        produced = data.outputs.get(stage.id, [])
+        outputs = [data.items[h] for h in produced if h in data.items]
+        if partial and len(outputs) < len(produced):
+            text.append("\n\nOutput\n", style="bold")
+            text.append("reading…\n", style="dim")
+        elif stage.kind == StageKind.ANSWER and outputs:
             text.append("\n\nAnswer\n", style="bold")
             text.append(outputs[-1].text)
             text.append("\n\nw: why this answer", style="dim")
@@ -67,3 +83,8 @@ class StageInfoView(VerticalScroll):
                 text.append(one_line(shown, 200) + "\n")
         self.query_one("#stage-info-body", Static).update(text)
         self.scroll_home(animate=False)
+
+    def snapshots_read(self, data: RunData) -> None:
+        """More snapshots were read: show the stage's inputs if they were awaited."""
+        if self.waiting and self.stage is not None:
+            self.show(data, self.stage)

@@ -12,6 +12,8 @@ from textual.widgets import Static
 from tracer import ItemKind, RunData, Stage
 
 from .._format import clock, duration
+from .._prefetch import has_snapshot
+from ._snapshots import SnapshotsWanted
 
 
 def _pretty(value: object, width: int = 70) -> str:
@@ -36,11 +38,20 @@ class ToolCallView(VerticalScroll):
     ToolCallView > Static { height: auto; }
     """
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.stage: Stage | None = None
+        self.waiting = False  # for the stage to be read (the call it answered, its result)
+
     def compose(self) -> ComposeResult:
         yield Static("", id="tool-call-body")
 
-    def show(self, data: RunData, stage: Stage, *, partial: bool = False) -> None:
-        """Show ``stage`` (a tool call) of ``data`` (``partial``: without its input; the arguments are kept)."""
+    def show(self, data: RunData, stage: Stage) -> None:
+        """Show ``stage`` (a tool call) of ``data`` (until it is read, with the arguments it kept)."""
+        self.stage = stage
+        self.waiting = not has_snapshot(data, stage.id)
+        if self.waiting:
+            self.post_message(SnapshotsWanted([stage.id]))
         attrs = stage.attributes
         call = next(
             (data.items[e.item_hash] for e in data.snapshot(stage.id)
@@ -69,10 +80,15 @@ class ToolCallView(VerticalScroll):
         text.append(_pretty(arguments or "{}"))
         text.append("\nResult  ", style="bold")
         if result is None:
-            text.append("(no result recorded)", style="dim")
+            text.append("reading…" if self.waiting else "(no result recorded)", style="dim")
         else:
             text.append(_pretty(result.body.get("content", result.text)), style="red" if is_error else "")
         if stage.error:
             text.append(f"\n\nError: {stage.error}", style="red")
         self.query_one("#tool-call-body", Static).update(text)
         self.scroll_home(animate=False)
+
+    def snapshots_read(self, data: RunData) -> None:
+        """More stages were read: show the call and its result if they were awaited."""
+        if self.waiting and self.stage is not None:
+            self.show(data, self.stage)

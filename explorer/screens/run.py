@@ -12,10 +12,11 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from tracer import RunData, Stage
+from tracer import Item, RunData, SnapshotEntry, Stage
 
 from .._format import ORIGIN_COLOURS, STATUS_COLOURS, clock, cost, head, one_line, tokens
-from .._prefetch import RunLoad
+from .._prefetch import OpenedRun, RunLoad, missing_snapshots
+from ..components._snapshots import SnapshotsWanted
 from ..components.flowchart import Flowchart
 from ..components.snapshot_view import SnapshotView
 from ..components.stage_detail import StageDetail
@@ -35,13 +36,36 @@ class RunScreen(Screen[None]):
     ]
 
     class Loaded(Message):
-        """The run was read from the source (posted by the loading worker)."""
+        """The run's opening was read (posted by the loading worker): its outline and first snapshot."""
 
-        def __init__(self, data: RunData, session: list[str], *, complete: bool) -> None:
+        def __init__(self, data: OpenedRun) -> None:
             super().__init__()
             self.data = data
+
+    class SessionLoaded(Message):
+        """The ids of the runs of the run's session, oldest first (for the title and ``[``/``]``)."""
+
+        def __init__(self, session: list[str]) -> None:
+            super().__init__()
             self.session = session
-            self.complete = complete  # False for the outline: the snapshots are still being read
+
+    class SnapshotsLoaded(Message):
+        """Some stages' snapshots were read (posted by a snapshot worker)."""
+
+        def __init__(self, stage_ids: list[str], inputs: dict[str, list[SnapshotEntry]],
+                     items: dict[str, Item]) -> None:
+            super().__init__()
+            self.stage_ids = stage_ids
+            self.inputs = inputs
+            self.items = items
+
+    class SnapshotsFailed(Message):
+        """Some stages' snapshots could not be read."""
+
+        def __init__(self, stage_ids: list[str], error: str) -> None:
+            super().__init__()
+            self.stage_ids = stage_ids
+            self.error = error
 
     class LoadFailed(Message):
         """The run could not be read."""
@@ -53,11 +77,11 @@ class RunScreen(Screen[None]):
     def __init__(self, run_id: str, stage_id: str | None = None, *, prefetch: RunLoad | None = None) -> None:
         super().__init__()
         self.prefetch = prefetch  # the run, already being read (see ExplorerApp.prefetch)
-        self.complete = False
         self.run_id = run_id
         self.stage_id = stage_id
-        self.data: RunData | None = None
+        self.data: OpenedRun | None = None
         self.session: list[str] = []
+        self._reading: set[str] = set()  # stages whose snapshots a worker is reading
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -71,46 +95,68 @@ class RunScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="run-load", exit_on_error=False)
     def load(self) -> None:
-        """Read the run's outline in a worker thread (the rest is read once it is drawn)."""
-        load = self.prefetch or self.app.prefetch(self.run_id)  # type: ignore[attr-defined]
+        """Wait, in a worker thread, for the run's opening: its outline and the first stage's snapshot."""
+        load = self.prefetch or self.app.prefetch(self.run_id, self.stage_id)  # type: ignore[attr-defined]
         self.prefetch = load
         try:
-            outline = load.outline.result()
+            opened = load.opening.result()
         except Exception as exc:  # shown to the reader; the screen closes
             self.post_message(self.LoadFailed(f"{type(exc).__name__}: {exc}"))
             return
-        self.post_message(self.Loaded(outline, [], complete=False))
+        self.post_message(self.Loaded(opened))
 
-    @work(thread=True, exclusive=True, group="run-load-rest", exit_on_error=False)
-    def load_rest(self) -> None:
-        """Read the whole run (every snapshot) and its session's runs, in a worker thread."""
-        source = self.app.source  # type: ignore[attr-defined]
-        assert self.prefetch is not None
+    @work(thread=True, exclusive=True, group="run-session", exit_on_error=False)
+    def load_session(self, session_id: str) -> None:
+        """Read the ids of the session's runs in a worker thread."""
         try:
-            data = self.prefetch.full().result()
-            session = [r.id for r in source.session_runs(data.run.session_id)] if data.run.session_id else []
-        except Exception as exc:  # shown to the reader; the screen closes
-            self.post_message(self.LoadFailed(f"{type(exc).__name__}: {exc}"))
+            session = [r.id for r in self.app.source.session_runs(session_id)]  # type: ignore[attr-defined]
+        except Exception as exc:  # the run is shown; only the session's navigation is missing
+            self.app.call_from_thread(self.notify, f"could not read session {session_id}: {exc}", severity="warning")
             return
-        self.post_message(self.Loaded(data, session, complete=True))
+        self.post_message(self.SessionLoaded(session))
 
-    async def on_run_screen_loaded(self, message: Loaded) -> None:
-        first = self.data is None
+    @work(thread=True, group="run-snapshots", exit_on_error=False)
+    def read_snapshots(self, stage_ids: list[str]) -> None:
+        """Read some stages' snapshots in a worker thread."""
+        try:
+            inputs, items = self.app.source.load_snapshots(self.run_id, stage_ids)  # type: ignore[attr-defined]
+        except Exception as exc:  # shown to the reader; selecting the stage again retries
+            self.post_message(self.SnapshotsFailed(stage_ids, f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(self.SnapshotsLoaded(stage_ids, inputs, items))
+
+    def on_run_screen_loaded(self, message: Loaded) -> None:
         self.data = message.data
-        self.complete = message.complete
-        self.session = message.session
         chart = self.query_one(Flowchart)
         self.query_one("#run-title", Static).update(self._title(message.data))
-        if first:
-            chart.show(message.data, self.stage_id)
-            chart.focus()
-            self.call_after_refresh(self.load_rest)
+        chart.show(message.data, self.stage_id)
+        chart.focus()
+        if message.data.run.session_id:
+            self.call_after_refresh(self.load_session, message.data.run.session_id)
+
+    def on_run_screen_session_loaded(self, message: SessionLoaded) -> None:
+        self.session = message.session
+        if self.data is not None:
+            self.query_one("#run-title", Static).update(self._title(self.data))
+
+    def on_snapshots_wanted(self, message: SnapshotsWanted) -> None:
+        message.stop()
+        if self.data is None:
             return
-        # the snapshots arrived: same stages, same drawing; the details can now show them
-        chart.data = message.data
-        stage = chart.selected_stage
-        if stage is not None:
-            await self.query_one(StageDetail).show(message.data, stage)
+        wanted = [s for s in missing_snapshots(self.data, message.stage_ids) if s not in self._reading]
+        if wanted:
+            self._reading.update(wanted)
+            self.read_snapshots(wanted)
+
+    def on_run_screen_snapshots_loaded(self, message: SnapshotsLoaded) -> None:
+        self._reading.difference_update(message.stage_ids)
+        if self.data is not None:
+            self.data.add_snapshots(message.stage_ids, message.inputs, message.items)
+            self.query_one(StageDetail).snapshots_read(self.data)
+
+    def on_run_screen_snapshots_failed(self, message: SnapshotsFailed) -> None:
+        self._reading.difference_update(message.stage_ids)
+        self.notify(message.error, severity="error", timeout=6)
 
     def on_run_screen_load_failed(self, message: LoadFailed) -> None:
         self.notify(message.error, severity="error", timeout=6)
@@ -152,7 +198,7 @@ class RunScreen(Screen[None]):
     async def on_flowchart_stage_selected(self, message: Flowchart.StageSelected) -> None:
         if self.data is not None:
             self.stage_id = message.stage.id
-            await self.query_one(StageDetail).show(self.data, message.stage, partial=not self.complete)
+            await self.query_one(StageDetail).show(self.data, message.stage)
 
     def on_flowchart_stage_opened(self, message: Flowchart.StageOpened) -> None:
         detail = self.query_one(StageDetail)
@@ -164,7 +210,7 @@ class RunScreen(Screen[None]):
     def on_snapshot_view_item_chosen(self, message: SnapshotView.ItemChosen) -> None:
         if self.data is None:
             return
-        item = self.data.items.get(message.item_hash)  # ItemChosen comes from a shown snapshot: complete
+        item = self.data.items.get(message.item_hash)  # ItemChosen comes from a shown snapshot: read
         origin = message.origin
 
         def after(choice: str | None) -> None:

@@ -2,7 +2,12 @@
 
     GET /v1/recordings/runs?session=&agent=&status=&search=&label=&limit=&offset=
         -> {"runs": [tracer.run_to_dict(run), ...], "total": N}
-    GET /v1/recordings/runs/{run_id}            -> tracer.rundata_to_dict(store.load_run(id))
+    GET /v1/recordings/runs/{run_id}?snapshots=  -> tracer.rundata_to_dict(store.load_run(id))
+        (``snapshots``: comma-separated ids of the stages to send whole, when not every stage;
+        empty for none: ``store.load_run(id, snapshots=...)``, all stages, edges and outputs)
+    GET /v1/recordings/runs/{run_id}/snapshots?stages=  -> store.load_snapshots(id, stages) in
+        rundata_to_dict's form: the run, ``inputs`` of those stages and ``items`` those stages saw
+        and output (no stages, edges or outputs)
     GET /v1/recordings/runs/{run_id}/why?item=&depth=  -> tracer.why(...).to_dict()
     GET /v1/recordings/sessions/{session_id}/runs      -> {"runs": [...]} oldest first
 
@@ -18,7 +23,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from tracer import RunFilter, Store, run_to_dict, rundata_to_dict, why
+from tracer import RunData, RunFilter, Store, run_to_dict, rundata_to_dict, why
 
 MAX_PAGE = 1000
 
@@ -50,9 +55,16 @@ def recordings_router(get_store: Callable[[], Store]) -> APIRouter:
         return {"runs": [run_to_dict(r) for r in runs], "total": store.count_runs(where)}
 
     @router.get("/runs/{run_id}", summary="Everything recorded about one run (id, unique prefix or `last`)")
-    def load_run(run_id: str) -> dict[str, Any]:
+    def load_run(run_id: str, snapshots: str | None = None) -> dict[str, Any]:
         store = fresh()
-        return rundata_to_dict(store.load_run(store.resolve_run_id(run_id)))
+        return rundata_to_dict(store.load_run(store.resolve_run_id(run_id), snapshots=_ids(snapshots)))
+
+    @router.get("/runs/{run_id}/snapshots", summary="Some stages of a run read whole: their snapshots and items")
+    def load_snapshots(run_id: str, stages: str) -> dict[str, Any]:
+        store = fresh()
+        resolved = store.resolve_run_id(run_id)
+        inputs, items = store.load_snapshots(resolved, _ids(stages) or [])
+        return rundata_to_dict(RunData(run=store.get_run(resolved), stages=[], edges=[], inputs=inputs, items=items))
 
     @router.get("/sessions/{session_id}/runs", summary="A session's recorded runs, oldest first")
     def session_runs(session_id: str) -> dict[str, Any]:
@@ -68,3 +80,8 @@ def recordings_router(get_store: Callable[[], Store]) -> APIRouter:
         return why(store, store.resolve_run_id(run_id), item, max_depth=depth).to_dict()
 
     return router
+
+
+def _ids(value: str | None) -> list[str] | None:
+    """Comma-separated ids as a list (None stays None: no list given)."""
+    return None if value is None else [part.strip() for part in value.split(",") if part.strip()]

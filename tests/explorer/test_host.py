@@ -15,8 +15,10 @@ from explorer import ExplorerApp, HostSource, StoreSource
 from explorer._host import InProcessHost, agent_builder, attach
 from explorer.components.runs_table import RunsTable
 from explorer.components.sessions_table import SessionsTable
+from explorer.components.snapshot_view import SnapshotView
 from explorer.errors import SourceError
 from explorer.screens.host import HostScreen
+from explorer.screens.run import RunScreen
 from explorer.screens.why import WhyScreen
 from tracer import ItemKind, Recorder, Store
 
@@ -89,6 +91,36 @@ async def test_attach_reads_runs_and_why_through_the_read_api(running: InProcess
         why = app.screen
         assert isinstance(why, WhyScreen) and why.evidence is not None
         assert why.evidence.root.text == "echo: first (message 1)"
+    app.host.close()  # type: ignore[union-attr]
+
+
+async def test_attach_opens_a_run_a_stage_at_a_time_through_the_read_api(
+    running: InProcessHost, settle: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("explorer._prefetch.WHOLE_RUN_STAGES", 0)  # read it as a long run is read
+    client = running.client()
+    run_id = client.send("first", session_id="s1")["run_id"]
+    last = client.send("second", session_id="s1")["run_id"]
+    client.close()
+    running.store.flush()
+    whole = running.store.load_run(last)
+    app = attach(running.url, poll_interval=None)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.open_run(whole.run.id)
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen) and screen.data is not None
+        assert screen.data.stages == whole.stages and screen.data.read < {s.id for s in whole.stages}
+        assert "echo: second (message 2)" in str(screen.query_one("#stage-info-body").render())
+        inference = whole.inferences()[-1]
+        screen.select_stage(inference.id)
+        await settle(pilot)
+        view = screen.query_one(SnapshotView)
+        assert not view.waiting and view.table.row_count == len(whole.inputs[inference.id])
+        await pilot.press("left_square_bracket")  # the session's previous run
+        await settle(pilot)
+        assert isinstance(app.screen, RunScreen) and app.screen.run_id == run_id
     app.host.close()  # type: ignore[union-attr]
 
 

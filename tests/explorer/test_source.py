@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from explorer import HostSource, RecordingSource, SourceError, StoreSource, evidence_from_dict
-from tracer import Evidence, RunFilter, Store, run_to_dict, rundata_to_dict, why
+from tracer import Evidence, RunData, RunFilter, Store, run_to_dict, rundata_to_dict, why
 
 ALL = RunFilter()
 
@@ -30,8 +31,12 @@ class JsonClient:
     def get_run(self, run_id: str) -> dict[str, Any]:
         return run_to_dict(self.store.get_run(run_id))
 
-    def load_run(self, run_id: str) -> dict[str, Any]:
-        return rundata_to_dict(self.store.load_run(run_id))
+    def load_run(self, run_id: str, *, snapshots: Sequence[str] | None = None) -> dict[str, Any]:
+        return rundata_to_dict(self.store.load_run(run_id, snapshots=snapshots))
+
+    def load_snapshots(self, run_id: str, stage_ids: Sequence[str]) -> dict[str, Any]:
+        inputs, items = self.store.load_snapshots(run_id, stage_ids)
+        return rundata_to_dict(RunData(self.store.get_run(run_id), [], [], inputs=inputs, items=items))
 
     def resolve_run_id(self, ref: str) -> str:
         return self.store.resolve_run_id(ref)
@@ -62,6 +67,21 @@ def test_a_host_source_reads_the_same_records_as_the_store(store: Store, wrong_r
     assert remote.label == "http://127.0.0.1:9" and remote.live and not local.live
 
 
+def test_both_sources_read_a_run_a_stage_at_a_time_alike(store: Store, wrong_run: str) -> None:
+    local, remote = StoreSource(store), HostSource(JsonClient(store))
+    whole = store.load_run(wrong_run)
+    inference = whole.inferences()[-1].id
+    outline = remote.load_outline(wrong_run, [inference])
+    assert outline == local.load_outline(wrong_run, [inference])
+    assert outline.stages == whole.stages and outline.inputs == {inference: whole.inputs[inference]}
+    rest = [s.id for s in whole.stages if s.id != inference]
+    inputs, items = remote.load_snapshots(wrong_run, rest)
+    assert (inputs, items) == local.load_snapshots(wrong_run, rest)
+    outline.inputs.update(inputs)
+    outline.items.update(items)
+    assert outline == whole
+
+
 def test_evidence_survives_its_json_form(store: Store, wrong_run: str) -> None:
     evidence = why(store, wrong_run)
     back = evidence_from_dict(evidence.to_dict())
@@ -75,13 +95,20 @@ def test_a_host_that_sends_something_else_is_named_in_the_error(store: Store) ->
         def why(self, run_id: str, item: str | None = None) -> Any:
             return ["not", "evidence"]
 
-        def load_run(self, run_id: str) -> dict[str, Any]:
+        def load_run(self, run_id: str, *, snapshots: Sequence[str] | None = None) -> dict[str, Any]:
             return {"run": {}}
+
+        def load_snapshots(self, run_id: str, stage_ids: Sequence[str]) -> dict[str, Any]:
+            return {"inputs": {}}
 
     source = HostSource(Broken(store))
     with pytest.raises(SourceError, match=r"127\.0\.0\.1:9 answered why"):
         source.why("r-000003")
     with pytest.raises(SourceError, match="sent run r-000003 in a form"):
         source.load_run("r-000003")
+    with pytest.raises(SourceError, match="sent run r-000003 in a form"):
+        source.load_outline("r-000003")
+    with pytest.raises(SourceError, match="sent snapshots of run r-000003 in a form"):
+        source.load_snapshots("r-000003", ["s-1"])
     with pytest.raises(ValueError, match="not evidence"):
         evidence_from_dict({"runs": []})

@@ -50,6 +50,29 @@ def test_client_mirrors_the_store_read_methods(store: Store) -> None:
             client.load_run("r-does-not-exist")
 
 
+def test_client_reads_a_run_a_stage_at_a_time(store: Store) -> None:
+    ids = _record_runs(store)
+    whole = store.load_run(ids[1])
+    inference = whole.inferences()[-1]
+    with serve_in_thread(create_app(recordings=store)) as url, RecordingsClient(url) as client:
+        outline = client.load_run(ids[1], snapshots=[])
+        assert (outline.run, outline.stages, outline.edges, outline.outputs) == (
+            whole.run, whole.stages, whole.edges, whole.outputs)
+        assert outline.inputs == {} and outline.items == {}
+        one = client.load_run(ids[1], snapshots=[inference.id])
+        assert one == store.load_run(ids[1], snapshots=[inference.id])
+        assert one.inputs == {inference.id: whole.inputs[inference.id]}
+        rest = [s.id for s in whole.stages if s.id != inference.id]
+        inputs, items = client.load_snapshots(ids[1], rest)
+        assert (inputs, items) == store.load_snapshots(ids[1], rest)
+        one.inputs.update(inputs)
+        one.items.update(items)
+        assert one == whole, "a run read a stage at a time over HTTP is the whole run"
+        assert client.load_snapshots(ids[1], []) == ({}, {})
+        with pytest.raises(NotFoundError):
+            client.load_snapshots("r-does-not-exist", [inference.id])
+
+
 def test_client_sends_turns_and_lists_sessions(store: Store) -> None:
     host = standing_agent(agent_factory=lambda: make_agent(recorder=Recorder(store)), recordings=store)
     with serve_in_thread(create_app(host, token="s3cret")) as url:
