@@ -168,7 +168,8 @@ def raw_insert(source_path: str, target_path: str, stages_per_batch: float) -> t
 
     src = duckdb.connect(source_path, read_only=True)
     order = {"fp_run": "started_at", "fp_item": "rowid", "fp_stage": "rowid", "fp_edge": "rowid",
-             "fp_entry": "rowid", "fp_output": "rowid"}
+             "fp_entry": "rowid", "fp_snapshot": "rowid",
+             "fp_output": "rowid"}
     tables = {t: src.execute(f"SELECT {', '.join(COLUMNS[t])} FROM {t} ORDER BY {order[t]}").fetchall()
               for t in COLUMNS}
     inferences = int(src.execute("SELECT count(*) FROM fp_stage WHERE kind = 'inference'").fetchone()[0])  # type: ignore[index]
@@ -184,7 +185,7 @@ def raw_insert(source_path: str, target_path: str, stages_per_batch: float) -> t
     started = time.perf_counter()
     for b in range(n_batches):
         con.execute("BEGIN TRANSACTION")
-        for table in ("fp_run", "fp_item", "fp_stage", "fp_edge", "fp_entry", "fp_output"):
+        for table in ("fp_run", "fp_item", "fp_stage", "fp_edge", "fp_snapshot", "fp_entry", "fp_output"):
             rows = tables[table]
             lo, hi = len(rows) * b // n_batches, len(rows) * (b + 1) // n_batches
             chunk = rows[lo:hi]
@@ -206,7 +207,7 @@ def storage(path: str) -> dict[str, float]:
     unique = store.query("SELECT sum(strlen(text) + coalesce(strlen(body), 0)) FROM fp_item")[0][0]
     full = store.query(
         "SELECT sum(strlen(i.text) + coalesce(strlen(i.body), 0)) "
-        "FROM fp_entry e JOIN fp_item i ON i.hash = e.item_hash"
+        "FROM fp_entries e JOIN fp_item i ON i.hash = e.item_hash"
     )[0][0]
     store.close()
     size = os.path.getsize(path)
@@ -270,17 +271,24 @@ def build_synthetic(path: str, runs: int) -> int:
         ORDER BY r, k
     """)
     # snapshots: inference stage k (and the answer) sees the outputs of the 20 stages before it,
-    # which reach back into the session's earlier runs (not before the session's first run)
+    # which reach back into the session's earlier runs (not before the session's first run);
+    # packed one row per stage as the recorder writes them (tracer._schema)
     con.execute(f"""
-        INSERT INTO fp_entry
-        SELECT printf('r-%012x-%010x', {base_ms} + r, r), printf('s-%012x-%010x', {base_ms} + r, r * 10 + k),
-               p, md5('i-' || (src // 10) || '-' || (src % 10)), 'stage',
-               printf('r-%012x-%010x', {base_ms} + src // 10, src // 10),
-               printf('s-%012x-%010x', {base_ms} + src // 10, src), NULL, true, NULL
-        FROM range({runs}) t(r), (SELECT unnest([1, 4, 7, 9]) AS k) u, range(20) v(p),
-             LATERAL (SELECT r * 10 + k - 20 + p AS src)
-        WHERE src >= (r // 5) * 50
-        ORDER BY r, k, p
+        INSERT INTO fp_snapshot
+        SELECT run_id, stage_id, string_agg(item_hash, chr(31) ORDER BY p),
+               string_agg(origin, chr(31) ORDER BY p), repeat('1', count(*)::INTEGER), ''
+        FROM (
+            SELECT r, k, p, printf('r-%012x-%010x', {base_ms} + r, r) AS run_id,
+                   printf('s-%012x-%010x', {base_ms} + r, r * 10 + k) AS stage_id,
+                   md5('i-' || (src // 10) || '-' || (src % 10)) AS item_hash,
+                   concat_ws(chr(27), 'stage', printf('r-%012x-%010x', {base_ms} + src // 10, src // 10),
+                             printf('s-%012x-%010x', {base_ms} + src // 10, src), chr(26)) AS origin
+            FROM range({runs}) t(r), (SELECT unnest([1, 4, 7, 9]) AS k) u, range(20) v(p),
+                 LATERAL (SELECT r * 10 + k - 20 + p AS src)
+            WHERE src >= (r // 5) * 50
+        )
+        GROUP BY r, k, run_id, stage_id
+        ORDER BY r, k
     """)
     con.execute("CHECKPOINT")
     count = int(con.execute("SELECT count(*) FROM fp_stage").fetchone()[0])  # type: ignore[index]

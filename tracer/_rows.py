@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._records import ContextItem, Item, Origin
 from ._redaction import encode_json
-from ._writer import FIELD_SEP, NULL_MARK, ROW_SEP, UNIT_SEP, Bundle
+from ._schema import ENTRY_SEP, FIELD_NULL, FIELD_SEP
+from ._writer import Bundle
 
 
 def json_text(value: Any) -> str | None:
@@ -20,17 +22,15 @@ def item_row(item: Item) -> tuple[Any, ...]:
     return (item.hash, item.kind, text, body)
 
 
+_PACKING = re.compile("[\x1a-\x1f]")  # the separators of a packed snapshot (tracer._schema)
+
+
 def _pack_origin(origin: Origin) -> str:
-    """The origin's fields joined by FIELD_SEP (NULL as NULL_MARK), kept on the origin; "" when a
-    field holds a separator (its snapshot then goes the plain way)."""
+    """The origin's fields joined by FIELD_SEP (NULL as FIELD_NULL), kept on the origin; "" when a
+    field holds a separator (its snapshot then goes row by row)."""
     fields = (origin.kind, origin.run_id, origin.stage_id, origin.source)
-    packed = FIELD_SEP.join([NULL_MARK if v is None else v for v in fields])
-    if (
-        packed.count(FIELD_SEP) != 3
-        or packed.count(NULL_MARK) != fields.count(None)
-        or UNIT_SEP in packed
-        or ROW_SEP in packed
-    ):
+    packed = FIELD_SEP.join([FIELD_NULL if v is None else v for v in fields])
+    if _PACKING.search("".join([v for v in fields if v is not None])):
         packed = ""
     object.__setattr__(origin, "_packed", packed)
     return packed
@@ -45,28 +45,30 @@ def add_snapshot(
     sent: Mapping[str, str],
     stored_hash: Callable[[Item, Bundle], str],
 ) -> None:
-    """A stage's snapshot (``items`` sent, then ``dropped`` with why) into ``bundle``, packed into
-    a few strings (see ``_writer``): the work per entry is a dictionary lookup and two joins.
+    """A stage's snapshot (``items`` sent, then ``dropped`` with why) into ``bundle`` as one packed
+    ``fp_snapshot`` row (see ``tracer._schema``): the work per entry is a dictionary lookup and two
+    joins.
 
     ``sent`` maps the hashes of items already handed to the writer to their stored hashes;
     ``stored_hash`` adds a new item's row to the bundle and returns its stored hash.
     """
     entries = [*items, *(ci for ci, _ in dropped)] if dropped else items
-    hashes = [sent.get(ci.item.hash) or stored_hash(ci.item, bundle) for ci in entries]
+    hash_list = [sent.get(ci.item.hash) or stored_hash(ci.item, bundle) for ci in entries]
+    hashes = ENTRY_SEP.join(hash_list)
     origins = [ci.origin._packed or _pack_origin(ci.origin) for ci in entries]
-    h = UNIT_SEP.join(hashes)
     if dropped:
         reasons = [reason for _, reason in dropped]
-        d = UNIT_SEP.join([NULL_MARK] * len(items) + reasons)
-        bad_reasons = "" in reasons or d.count(UNIT_SEP) != len(entries) - 1 or ROW_SEP in d
+        packed_dropped = ENTRY_SEP.join([FIELD_NULL] * len(items) + reasons)
+        unpackable = "" in reasons or _PACKING.search("".join(reasons)) is not None
     else:
-        d, bad_reasons = "", False
-    if "" not in origins and h.count(UNIT_SEP) == len(entries) - 1 and ROW_SEP not in h and not bad_reasons:
+        packed_dropped, unpackable = "", False
+    if not unpackable and "" not in origins and not _PACKING.search(hashes.replace(ENTRY_SEP, "")):
         flags = "1" * len(items) + "0" * len(dropped)
-        bundle.snapshots.append((run_id, stage_id, h, UNIT_SEP.join(origins), flags, d))
+        row = (run_id, stage_id, hashes, ENTRY_SEP.join(origins), flags, packed_dropped)
+        bundle.rows.setdefault("fp_snapshot", []).append(row)
         return
-    rows = bundle.rows.setdefault("fp_entry", [])  # a value holds a separator: these rows go the plain way
-    for position, (ci, item_hash) in enumerate(zip(entries, hashes, strict=True)):
+    rows = bundle.rows.setdefault("fp_entry", [])  # a value holds a separator: these rows go one by one
+    for position, (ci, item_hash) in enumerate(zip(entries, hash_list, strict=True)):
         o = ci.origin
         included = position < len(items)
         reason = None if included else dropped[position - len(items)][1]

@@ -12,11 +12,18 @@ Tables are private (``fp_*``); the views are the public face that any DuckDB cli
               est_tokens. ``included = false`` rows were available but not sent.
 ``outputs``   one row per item a stage produced: run_id, stage_id, position, item_hash, kind, text.
 ``items``     every stored item once: hash, kind, text, body, size.
+
+A snapshot is stored as one ``fp_snapshot`` row per stage: its item hashes, origins, flags and
+dropped-by reasons each packed into one string (control characters between entries and fields),
+so recording an inference writes one row instead of one per context item — the per-row work
+DuckDB does on insert was most of the cost of recording. ``fp_entries`` unpacks it (with the rare
+snapshot whose values hold those characters, kept row by row in ``fp_entry``); the ``context`` view
+reads through it, so queries see one row per position as before.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION = "footprint"
 
 TABLES = """
@@ -40,6 +47,9 @@ CREATE TABLE IF NOT EXISTS fp_entry (
     origin_run VARCHAR, origin_stage VARCHAR, origin_source VARCHAR, included BOOLEAN,
     dropped_by VARCHAR
 );
+CREATE TABLE IF NOT EXISTS fp_snapshot (
+    run_id VARCHAR, stage_id VARCHAR, hashes VARCHAR, origins VARCHAR, flags VARCHAR, dropped VARCHAR
+);
 CREATE TABLE IF NOT EXISTS fp_output (
     run_id VARCHAR, stage_id VARCHAR, position INTEGER, item_hash VARCHAR
 );
@@ -53,10 +63,34 @@ INDEXES = """
 CREATE INDEX IF NOT EXISTS fp_stage_run ON fp_stage (run_id);
 CREATE INDEX IF NOT EXISTS fp_edge_run ON fp_edge (run_id);
 CREATE INDEX IF NOT EXISTS fp_entry_run ON fp_entry (run_id);
+CREATE INDEX IF NOT EXISTS fp_snapshot_run ON fp_snapshot (run_id);
 CREATE INDEX IF NOT EXISTS fp_output_run ON fp_output (run_id);
 """
 
+# Separators inside a packed snapshot (see tracer._rows.add_snapshot); values holding any of
+# \x1a-\x1f are stored row by row in fp_entry instead.
+ENTRY_SEP = "\x1f"  # between the entries of a snapshot
+FIELD_SEP = "\x1b"  # between the fields of a packed origin
+FIELD_NULL = "\x1a"  # a NULL field or dropped-by reason
+
 VIEWS = """
+CREATE OR REPLACE VIEW fp_entries AS
+    SELECT run_id, stage_id, (pos - 1)::INTEGER AS position, item_hash,
+           nullif(o[1], chr(26)) AS origin_kind, nullif(o[2], chr(26)) AS origin_run,
+           nullif(o[3], chr(26)) AS origin_stage, nullif(o[4], chr(26)) AS origin_source,
+           flags[pos] = '1' AS included,
+           CASE WHEN dropped = '' THEN NULL ELSE nullif(d[pos], chr(26)) END AS dropped_by
+    FROM (
+        SELECT run_id, stage_id, flags, dropped, string_split(dropped, chr(31)) AS d,
+               generate_subscripts(string_split(hashes, chr(31)), 1) AS pos,
+               unnest(string_split(hashes, chr(31))) AS item_hash,
+               string_split(unnest(string_split(origins, chr(31))), chr(27)) AS o
+        FROM fp_snapshot
+    )
+    UNION ALL
+    SELECT run_id, stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source,
+           included, dropped_by
+    FROM fp_entry;
 CREATE OR REPLACE VIEW runs AS
     SELECT id, session_id, agent, status, input, output, model,
            to_timestamp(started_at) AS started_at, to_timestamp(ended_at) AS ended_at,
@@ -78,11 +112,34 @@ CREATE OR REPLACE VIEW context AS
            coalesce(i.body, json_object('text', i.text)::VARCHAR) AS body,
            e.origin_kind, e.origin_run, e.origin_stage, e.origin_source, e.included, e.dropped_by,
            (length(i.text) + 3) // 4 AS est_tokens
-    FROM fp_entry e JOIN fp_item i ON i.hash = e.item_hash;
+    FROM fp_entries e JOIN fp_item i ON i.hash = e.item_hash;
 CREATE OR REPLACE VIEW outputs AS
     SELECT o.run_id, o.stage_id, o.position, o.item_hash, i.kind, i.text
     FROM fp_output o JOIN fp_item i ON i.hash = o.item_hash;
 """
 
 # Each migration takes the store from version N to N+1. Add new ones at the end; never edit old ones.
-MIGRATIONS: dict[int, str] = {}
+MIGRATIONS: dict[int, str] = {
+    # 1 -> 2: snapshots move from one fp_entry row per position to one packed fp_snapshot row per
+    # stage (the rare snapshot whose values hold a separator stays in fp_entry)
+    1: """
+CREATE TABLE fp_snapshot (
+    run_id VARCHAR, stage_id VARCHAR, hashes VARCHAR, origins VARCHAR, flags VARCHAR, dropped VARCHAR
+);
+INSERT INTO fp_snapshot
+SELECT run_id, stage_id,
+       string_agg(item_hash, chr(31) ORDER BY position),
+       string_agg(concat_ws(chr(27), origin_kind, coalesce(origin_run, chr(26)), coalesce(origin_stage, chr(26)),
+                            coalesce(origin_source, chr(26))), chr(31) ORDER BY position),
+       string_agg(CASE WHEN included THEN '1' ELSE '0' END, '' ORDER BY position),
+       CASE WHEN bool_and(dropped_by IS NULL) THEN ''
+            ELSE string_agg(coalesce(dropped_by, chr(26)), chr(31) ORDER BY position) END
+FROM fp_entry
+GROUP BY run_id, stage_id
+HAVING NOT bool_or(regexp_matches(concat(item_hash, origin_kind, origin_run, origin_stage, origin_source, dropped_by),
+                                  '[' || chr(26) || '-' || chr(31) || ']'))
+   AND NOT bool_or(coalesce(dropped_by = '', false))
+   AND count(*) = max(position) + 1;
+DELETE FROM fp_entry USING fp_snapshot s WHERE fp_entry.run_id = s.run_id AND fp_entry.stage_id = s.stage_id;
+""",
+}

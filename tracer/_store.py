@@ -448,7 +448,7 @@ class Store:
             return inputs
         rows = self.query(
             "SELECT stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source, included, "
-            f"dropped_by FROM fp_entry WHERE {_ONE_RUN} AND stage_id IN (SELECT unnest(?)) "
+            f"dropped_by FROM fp_entries WHERE {_ONE_RUN} AND stage_id IN (SELECT unnest(?)) "
             "ORDER BY stage_id, position",
             [run_id, run_id, stage_ids],
         )
@@ -485,7 +485,7 @@ class Store:
             edge_rows = cur.execute(f"SELECT run_id, src, dst, kind FROM fp_edge WHERE {where}", params).fetchall()
             entry_rows = cur.execute(
                 "SELECT run_id, stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source, "
-                f"included, dropped_by FROM fp_entry WHERE {where} ORDER BY stage_id, position",
+                f"included, dropped_by FROM fp_entries WHERE {where} ORDER BY stage_id, position",
                 params,
             ).fetchall()
             output_rows = cur.execute(

@@ -7,10 +7,9 @@ statement per batch, all in one transaction.
 Moving values from Python into DuckDB one by one costs about a microsecond each, which at 20
 snapshot entries per inference would dominate the recording. So the writer sends each column as a
 single string, the values joined by a record separator, and DuckDB splits it natively (with the
-GIL released). Snapshots go further: the recorder packs each stage's snapshot into a few strings
-(one per column, values joined by a unit separator), so an inference's 20 entries cost Python a
-handful of string joins and DuckDB expands them into rows. A value containing a separator falls
-back to a plain list parameter for its column, so nothing is ever mangled.
+GIL released). A stage's snapshot arrives already packed as one ``fp_snapshot`` row (see
+``tracer._schema``). A value containing a separator falls back to a plain list parameter for its
+column, so nothing is ever mangled.
 
 A full queue blocks the producer (backpressure), so memory stays flat however fast runs are
 recorded. A flush request is answered once everything queued before it is committed.
@@ -30,12 +29,12 @@ from .errors import StoreError
 # Separators of the packed encoding. Control characters that no id, hash or kind contains; any
 # other value is checked before it is packed.
 ROW_SEP = "\x1e"  # between the values of one column
-UNIT_SEP = "\x1f"  # between the entries of one packed snapshot
+UNIT_SEP = "\x1f"  # between the values of a list
 NULL_MARK = "\x1d"  # a NULL value
 CHUNK_SEP = "\x1c"  # between chunks of a column
-FIELD_SEP = "\x1c"  # between the fields of a packed origin (snapshots have no chunks)
 CHUNK = 1024  # values per chunk
 _SMALL = 200  # fewer rows than this go as plain list parameters
+_LONG = 128  # a string column whose values are this long on average goes as a plain list
 
 # Columns of each table in insert order, with their SQL types (must match _schema.TABLES).
 COLUMN_TYPES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -58,6 +57,10 @@ COLUMN_TYPES: dict[str, tuple[tuple[str, str], ...]] = {
         ("origin_kind", "VARCHAR"), ("origin_run", "VARCHAR"), ("origin_stage", "VARCHAR"),
         ("origin_source", "VARCHAR"), ("included", "BOOLEAN"), ("dropped_by", "VARCHAR"),
     ),
+    "fp_snapshot": (
+        ("run_id", "VARCHAR"), ("stage_id", "VARCHAR"), ("hashes", "VARCHAR"), ("origins", "VARCHAR"),
+        ("flags", "VARCHAR"), ("dropped", "VARCHAR"),
+    ),
     "fp_output": (("run_id", "VARCHAR"), ("stage_id", "VARCHAR"), ("position", "INTEGER"), ("item_hash", "VARCHAR")),
 }
 COLUMNS: dict[str, tuple[str, ...]] = {t: tuple(c for c, _ in cols) for t, cols in COLUMN_TYPES.items()}
@@ -65,58 +68,16 @@ RUN_END_COLUMNS = (
     "id", "status", "output", "model", "ended_at", "tokens_in", "tokens_out", "cost", "error", "attributes",
 )
 _KNOWN_ITEMS = 16_384
-_INSERT_ORDER = ("fp_run", "fp_item", "fp_stage", "fp_edge", "fp_entry", "fp_output")
-
-# A packed snapshot: run id, stage id, the stage's item hashes joined by UNIT_SEP, their origins
-# joined by UNIT_SEP (each origin's kind, run, stage and source joined by FIELD_SEP, NULL as
-# NULL_MARK), ``included`` as a string of "1"/"0" (one character per entry), and the dropped_by
-# reasons joined by UNIT_SEP (NULL as NULL_MARK), or "" when no entry was dropped.
-PackedSnapshot = tuple[str, str, str, str, str, str]
-
-_EXPAND_SNAPSHOTS = """
-INSERT INTO fp_entry
-SELECT run_id, stage_id, pos - 1, item_hash, nullif(o[1], chr(29)), nullif(o[2], chr(29)),
-       nullif(o[3], chr(29)), nullif(o[4], chr(29)), inc[pos] = '1',
-       CASE WHEN d = [''] THEN NULL ELSE nullif(d[pos], chr(29)) END
-FROM (
-    SELECT run_id, stage_id, inc, d, generate_subscripts(h, 1) AS pos, unnest(h) AS item_hash,
-           string_split(unnest(o), chr(28)) AS o
-    FROM (
-        SELECT unnest(string_split($1, chr(30))) AS run_id, unnest(string_split($2, chr(30))) AS stage_id,
-               string_split(unnest(string_split($3, chr(30))), chr(31)) AS h,
-               string_split(unnest(string_split($4, chr(30))), chr(31)) AS o,
-               unnest(string_split($5, chr(30))) AS inc,
-               string_split(unnest(string_split($6, chr(30))), chr(31)) AS d
-    )
-)
-"""
-
-
-def unpack_snapshot(snapshot: PackedSnapshot) -> list[tuple[Any, ...]]:
-    """The ``fp_entry`` rows of a packed snapshot."""
-    run_id, stage_id, hashes, origins, flags, dropped = snapshot
-
-    def value(v: str) -> str | None:
-        return None if v == NULL_MARK else v
-
-    reasons = [value(d) for d in dropped.split(UNIT_SEP)] if dropped else [None] * len(flags)
-    rows: list[tuple[Any, ...]] = []
-    for position, (item_hash, origin) in enumerate(zip(hashes.split(UNIT_SEP), origins.split(UNIT_SEP), strict=True)):
-        kind, run, stage, source = (value(v) for v in origin.split(FIELD_SEP))
-        rows.append((run_id, stage_id, position, item_hash, kind, run, stage, source, flags[position] == "1",
-                     reasons[position]))
-    return rows
-
+_INSERT_ORDER = ("fp_run", "fp_item", "fp_stage", "fp_edge", "fp_snapshot", "fp_entry", "fp_output")
 
 class Bundle:
     """Rows to write together: one stage's worth, or a run's start or end."""
 
-    __slots__ = ("rows", "run_ends", "snapshots")
+    __slots__ = ("rows", "run_ends")
 
     def __init__(self, rows: dict[str, list[tuple[Any, ...]]] | None = None) -> None:
         self.rows: dict[str, list[tuple[Any, ...]]] = {} if rows is None else rows
         self.run_ends: list[tuple[Any, ...]] = []
-        self.snapshots: list[PackedSnapshot] = []
 
     def add(self, table: str, row: tuple[Any, ...]) -> None:
         """Queue one row of ``table``."""
@@ -155,18 +116,29 @@ def _chunks(values: Sequence[Any]) -> list[Sequence[Any]]:
 
 
 def _packed_column(values: Sequence[Any], sql_type: str) -> str | None:
-    """The column as chunks of values joined by separators, or None when a value holds one."""
+    """The column as chunks of values joined by separators, or None when it goes better (long
+    strings) or only (a value holds a separator) as a plain list."""
     nulls = 0
     encoded: Sequence[str | None]
+    types = set(map(type, values))
     if sql_type.endswith("[]"):
         encoded = [_encode_list(v) for v in values]
         if None in encoded:
             return None
         nulls = encoded.count(NULL_MARK)
-    elif all(type(v) is str for v in values):
+    elif types == {str}:
+        if sum(map(len, values)) > _LONG * len(values):
+            return None  # DuckDB takes long strings faster as a list than split out of one string
         encoded = values
-    elif sql_type != "VARCHAR" or all(v is None or type(v) is str for v in values):
-        nulls = sum(1 for v in values if v is None)
+    elif types == {float}:
+        encoded = list(map(repr, values))
+    elif types == {int}:
+        encoded = list(map(str, values))
+    elif types <= {str, type(None)}:
+        nulls = values.count(None)
+        encoded = [NULL_MARK if v is None else v for v in values]
+    elif sql_type != "VARCHAR":
+        nulls = values.count(None)
         encoded = [_encode(v) for v in values]
     else:
         return None
@@ -236,7 +208,7 @@ class Writer:
         self._pending: deque[Any] = deque()
         self._wake = threading.Event()  # set: something is queued, or a flush or the stop waits
         self._urgent = False  # a flush or the stop is queued: write without lingering
-        self._room = threading.Condition()  # notified after each batch, for a producer waiting for room
+        self._room = threading.Condition()  # notified when a batch leaves the queue, for a producer waiting for room
         self._closing = False  # close() was called: nothing more is accepted
         self._max_queue = max_queue
         self._max_batch = max_batch
@@ -322,6 +294,8 @@ class Writer:
             batch: list[Any] = []
             while pending and len(batch) < self._max_batch:
                 batch.append(pending.popleft())
+            with self._room:  # the batch left the queue: a producer waiting for room can go on
+                self._room.notify_all()
             if pending:
                 wake.set()  # more than one batch's worth waits: go round again at once
                 self._urgent = True
@@ -335,8 +309,6 @@ class Writer:
                     self._failure = exc
                     if self._on_error is not None:
                         self._on_error(exc)
-            with self._room:
-                self._room.notify_all()
             stop = False
             for marker in batch:
                 if isinstance(marker, _Flush):
@@ -350,24 +322,22 @@ class Writer:
     def _write(self, bundles: list[Bundle]) -> None:
         tables: dict[str, list[tuple[Any, ...]]] = {}
         run_ends: list[tuple[Any, ...]] = []
-        snapshots: list[PackedSnapshot] = []
         for bundle in bundles:
             for table, rows in bundle.rows.items():
                 tables.setdefault(table, []).extend(rows)
             run_ends.extend(bundle.run_ends)
-            snapshots.extend(bundle.snapshots)
         items = tables.get("fp_item")
         if items:
             # the same item is often queued by several stages (and batches): keep the new ones once
             known = self._known
             tables["fp_item"] = list({row[0]: row for row in items if row[0] not in known}.values())
         try:
-            self._transaction(tables, run_ends, snapshots, ignore_known_items=False)
+            self._transaction(tables, run_ends, ignore_known_items=False)
         except duckdb.ConstraintException:
             # an item this writer has not seen is in the file already (recorded by an earlier
             # process, or forgotten by the bounded cache): redo the batch, skipping stored items.
             # Plain INSERT is twice as fast as INSERT OR IGNORE, so it stays the common path.
-            self._transaction(tables, run_ends, snapshots, ignore_known_items=True)
+            self._transaction(tables, run_ends, ignore_known_items=True)
         if len(self._known) > _KNOWN_ITEMS:
             self._known.clear()
         self._known.update(dict.fromkeys(row[0] for row in tables.get("fp_item", ())))
@@ -376,13 +346,11 @@ class Writer:
         stats["bundles"] += len(bundles)
         for table, rows in tables.items():
             stats[table] = stats.get(table, 0) + len(rows)
-        stats["snapshots"] = stats.get("snapshots", 0) + len(snapshots)
 
     def _transaction(
         self,
         tables: dict[str, list[tuple[Any, ...]]],
         run_ends: list[tuple[Any, ...]],
-        snapshots: list[PackedSnapshot],
         *,
         ignore_known_items: bool,
     ) -> None:
@@ -393,8 +361,6 @@ class Writer:
                 table_rows = tables.get(table)
                 if table_rows:
                     self._insert_columns(table, table_rows, ignore=ignore_known_items and table == "fp_item")
-                if table == "fp_entry" and snapshots:
-                    self._insert_snapshots(snapshots)
             if run_ends:
                 # a run may be ended, continued and ended again within one batch: the last word wins
                 self._update_run_ends(list({row[0]: row for row in run_ends}.values()))
@@ -402,14 +368,6 @@ class Writer:
         except BaseException:
             con.execute("ROLLBACK")
             raise
-
-    def _insert_snapshots(self, snapshots: list[PackedSnapshot]) -> None:
-        columns = [ROW_SEP.join(c) for c in zip(*snapshots, strict=True)]
-        if all(c.count(ROW_SEP) == len(snapshots) - 1 for c in columns):
-            self._con.execute(_EXPAND_SNAPSHOTS, columns)
-            return
-        # an id holds a separator: unpack in Python and insert the rows the plain way
-        self._insert_columns("fp_entry", [row for snapshot in snapshots for row in unpack_snapshot(snapshot)])
 
     def _insert_columns(self, table: str, rows: list[tuple[Any, ...]], *, ignore: bool = False) -> None:
         select, params = select_rows(COLUMN_TYPES[table], rows)

@@ -15,7 +15,6 @@ from agent import Agent, ConversationMemory, Fact, Hooks, InMemoryFacts, PromptC
 from agent.errors import ProviderServerError
 from agent.providers import ModelResponse, Price, ScriptedModel, Usage, calls, cost_of
 from tracer import Recorder, RedactionPolicy, RunData, SnapshotEntry, Store
-from tracer._recorder import _attributes_text
 
 
 @tool
@@ -259,4 +258,4 @@ _attribute_values = st.none() | st.booleans() | st.integers() | st.floats(allow_
 def test_stage_attributes_are_stored_as_the_redaction_policy_says(attributes: dict[str, Any]) -> None:
     policy = RedactionPolicy()
     expected = json.dumps(policy.value(attributes), default=str)
-    assert _attributes_text(policy, attributes) == expected
+    assert policy.json_text(attributes) == expected

@@ -267,6 +267,41 @@ def test_an_older_store_is_migrated_when_opened_for_writing(tmp_path: Path, monk
     con.close()
 
 
+def test_a_version_1_store_gets_packed_snapshots_and_reads_the_same(tmp_path: Path) -> None:
+    """Schema 1 kept one fp_entry row per snapshot position; opening it for writing packs them."""
+    path = tmp_path / "s.duckdb"
+    store = Store.open(path)
+    run = Recorder(store).start_run(agent="a", input="q", session_id="s")
+    system = ContextItem(Item.of_text("system", "be brief"), Origin("prompt_section", source="base"))
+    odd = ContextItem(Item.of_text("user", "odd"), Origin("file", source="notes\x1fv2.txt"))  # a separator: row by row
+    old = ContextItem(Item.of_text("user", "old"), Origin("user", source="input"))
+    with run.stage("inference", "t1") as first:
+        first.inputs([system, old], dropped=[(ContextItem(Item.of_text("user", "older"), Origin("user")), "window")])
+        answer = first.output(Item.of_text("assistant", "a1"))
+    with run.stage("inference", "t2", after=[first]) as second:
+        second.inputs([system, odd, answer])
+    run.end("answered", output="a1")
+    store.flush()
+    before = store.load_run(run.id)
+    store.close()
+    con = duckdb.connect(str(path))  # turn the file back into schema 1
+    con.execute("INSERT INTO fp_entry SELECT * FROM fp_entries WHERE stage_id IN (SELECT stage_id FROM fp_snapshot)")
+    con.execute("DROP INDEX fp_snapshot_run")
+    con.execute("DROP VIEW context")
+    con.execute("DROP VIEW fp_entries")
+    con.execute("DROP TABLE fp_snapshot")
+    con.execute("UPDATE fp_meta SET value = '1' WHERE key = 'schema_version'")
+    con.close()
+    with pytest.raises(StoreError, match="open it once for writing"):
+        Store.open(path, read_only=True)
+    Store.open(path).close()
+    store = Store.open(path, read_only=True)
+    assert store.load_run(run.id) == before
+    assert store.query("SELECT count(*) FROM fp_snapshot")[0][0] == 1  # the odd one stays row by row
+    assert store.query("SELECT count(DISTINCT stage_id) FROM fp_entry")[0][0] == 1
+    store.close()
+
+
 # ------------------------------------------------------------------ bad files are refused, never changed
 
 
