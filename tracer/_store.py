@@ -149,12 +149,12 @@ class Store:
                 # blocks; at DuckDB's default (every 16 MB of WAL) a recording leaves a third to a
                 # half of its file as free blocks and spends more time checkpointing.
                 con.execute("SET checkpoint_threshold = '64MB'")
+            cls._prepare(con, spath, read_only)  # before the cache is capped: a migration may need more
             if not read_only and not in_memory and memory_limit is not None:
                 # DuckDB keeps the blocks it wrote cached up to its memory limit (80% of RAM by
                 # default), so a recording process would grow with the store. A small cache keeps
                 # it flat; big reads still work, spilling to disk when they must.
                 con.execute(f"SET memory_limit = '{_size(memory_limit)}'")
-            cls._prepare(con, spath, read_only)
         except duckdb.Error as exc:
             con.close()
             raise NotAStoreError(
@@ -201,11 +201,18 @@ class Store:
                     f"{path} uses store schema {version}; open it once for writing to migrate it to {SCHEMA_VERSION}"
                 )
             con.execute("BEGIN TRANSACTION")
-            for step in range(version, SCHEMA_VERSION):
-                con.execute(MIGRATIONS[step])
-            con.execute(VIEWS)
-            con.execute("UPDATE fp_meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
-            con.execute("COMMIT")
+            try:
+                for step in range(version, SCHEMA_VERSION):
+                    con.execute(MIGRATIONS[step])
+                con.execute(VIEWS)
+                con.execute("UPDATE fp_meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+                con.execute("COMMIT")
+            except duckdb.Error as exc:
+                con.execute("ROLLBACK")
+                raise StoreError(
+                    f"{path}: migrating the store from schema {version} to {SCHEMA_VERSION} failed, and the "
+                    f"file was left as it was: {exc}"
+                ) from exc
         if not read_only:
             con.execute(INDEXES)  # a store written before the indexes existed gets them once
 
