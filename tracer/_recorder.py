@@ -278,6 +278,9 @@ class RunRecording:
 class StageRecording:
     """One stage being recorded; closing it writes it (use it as a context manager)."""
 
+    __slots__ = ("run", "id", "seq", "kind", "name", "parent_id", "started_at", "attributes", "edges", "_inputs",
+                 "_dropped", "_outputs", "_closed")
+
     def __init__(
         self, run: RunRecording, stage_id: str, seq: int, kind: str, name: str, parent_id: str | None
     ) -> None:
@@ -423,6 +426,8 @@ class _NullRun(RunRecording):
 
 
 class _NullStage(StageRecording):
+    __slots__ = ()
+
     def inputs(self, items: Sequence[ContextItem], dropped: Iterable[tuple[ContextItem, str]] = ()) -> None:
         return None
 
