@@ -163,7 +163,7 @@ def child_open_run(db: str) -> dict[str, float]:
     async def main() -> None:
         store = Store.open(db, read_only=True)
         [big] = store.list_runs(RunFilter(search=BIG_RUN_INPUT), limit=1)
-        out["snapshot_entries"] = store.query("SELECT count(*) FROM fp_entry WHERE run_id = ?", [big.id])[0][0]
+        out["snapshot_entries"] = store.query("SELECT count(*) FROM context WHERE run_id = ?", [big.id])[0][0]
         app = build_app(store, poll_interval=None)
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()
@@ -230,6 +230,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         what, db = args.child
+        if what == "migrate":
+            from tracer import Store
+
+            Store.open(db).close()
+            print(json.dumps({}))
+            return
         figures = child_first_paint(db) if what == "first-paint" else child_open_run(db)
         print(json.dumps(figures))
         return
@@ -243,6 +249,11 @@ def main() -> None:
         partial.unlink(missing_ok=True)
         build(partial, args.runs)
         os.replace(partial, path)
+    else:
+        # a store built by an older footprint is migrated by a writable open (a no-op otherwise),
+        # as the children open it read-only, which refuses an older schema; in a process of its
+        # own, as a child's peak memory counts its parent's at the fork
+        _child("migrate", str(path))
     paint = _child("first-paint", str(path))
     opened = _child("open-run", str(path))
     rows = [
