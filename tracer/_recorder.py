@@ -151,10 +151,12 @@ class Recorder:
             return item
         cached = self._redacted.get(item.hash, _UNSEEN)
         if cached is _UNSEEN:
-            body = self.redaction.value(item.body)
             # only a changed item is kept: an unchanged one is remembered as None, so the cache
             # holds no content the policy left alone
-            cached = None if body == item.body else Item(item.kind, body)
+            cached = None
+            if self.redaction.may_change(item.canonical_body):
+                body = self.redaction.value(item.body)
+                cached = None if body == item.body else Item(item.kind, body)
             if len(self._redacted) > _CACHE_SIZE:
                 self._redacted.clear()
             self._redacted[item.hash] = cached
@@ -278,8 +280,21 @@ class RunRecording:
 class StageRecording:
     """One stage being recorded; closing it writes it (use it as a context manager)."""
 
-    __slots__ = ("run", "id", "seq", "kind", "name", "parent_id", "started_at", "attributes", "edges", "_inputs",
-                 "_dropped", "_outputs", "_closed")
+    __slots__ = (
+        "_closed",
+        "_dropped",
+        "_inputs",
+        "_outputs",
+        "attributes",
+        "edges",
+        "id",
+        "kind",
+        "name",
+        "parent_id",
+        "run",
+        "seq",
+        "started_at",
+    )
 
     def __init__(
         self, run: RunRecording, stage_id: str, seq: int, kind: str, name: str, parent_id: str | None

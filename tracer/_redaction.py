@@ -108,20 +108,26 @@ class RedactionPolicy:
     def json_text(self, value: Any) -> str:
         """``value`` as JSON text with the policy applied: ``json.dumps(self.value(value), default=str)``.
 
-        The value is encoded first and the text searched once for the sensitive keys and the
-        patterns' leading literals; only when one shows up (or the text escapes non-ASCII, or a
-        hook is set) is the value masked piece by piece and encoded again.
+        The value is encoded first; only when :meth:`may_change` the text is the value masked piece
+        by piece and encoded again.
         """
         text = encode_json(value)
+        return encode_json(self.value(value)) if self.may_change(text) else text
+
+    def may_change(self, json_text: str) -> bool:
+        """False when masking the JSON value whose text is ``json_text`` is sure to change nothing.
+
+        The text is searched once for the sensitive keys (as ``"key":``) and the patterns' leading
+        literals. A text with non-ASCII characters or escapes, a hook, or a pattern without a
+        leading literal always counts as a possible change.
+        """
         needles = self._key_needles
         if needles == () and not self._compiled and self.hook is None:  # a policy that masks nothing
-            return text
-        if needles is None or self.hook is not None or "\\u" in text:
-            return encode_json(self.value(value))
-        lowered = text.lower()
-        if any(needle in lowered for needle in needles) or self._may_match(text, lowered):
-            return encode_json(self.value(value))
-        return text
+            return False
+        if needles is None or self.hook is not None or not json_text.isascii() or "\\u" in json_text:
+            return True
+        lowered = json_text.lower()
+        return any(needle in lowered for needle in needles) or self._may_match(json_text, lowered)
 
     def _may_match(self, value: str, lowered: str | None = None) -> bool:
         """False when ``value`` (ASCII; ``lowered`` its lower case, if known) holds none of the

@@ -116,3 +116,14 @@ def test_json_text_is_the_masked_value_encoded(value: object) -> None:
     """json_text() searches the encoded text first; whatever it finds or not, it equals masking then encoding."""
     for policy in (RedactionPolicy(), RedactionPolicy.with_extra(keys=["note"]), RedactionPolicy.none()):
         assert policy.json_text(value) == json.dumps(policy.value(value), default=str)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["text", "content", "api_key", "Token", "name"]), _json_values, max_size=4))
+def test_may_change_is_false_only_when_masking_changes_nothing(body: dict[str, object]) -> None:
+    """The recorder skips masking an item whose canonical JSON may_change() clears."""
+    from tracer._records import canonical_json
+
+    for policy in (RedactionPolicy(), RedactionPolicy.with_extra(keys=["name"]), RedactionPolicy.none()):
+        if not policy.may_change(canonical_json(body)):
+            assert policy.value(body) == body
