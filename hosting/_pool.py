@@ -3,9 +3,11 @@
 An agent instance holds per-run state on itself, so runs on one instance are serialized (each
 :class:`Slot` has a lock). The pool bounds how many IDLE instances are retained: a slot that is
 running or has a request waiting is never evicted, so the bound may be exceeded while more
-sessions than ``max_active`` run at once, and it is restored as they finish. An evicted instance's
-tools are closed with reason ``evicted``; the conversation was never in the instance (it is in the
-session store), so the session's next request re-hydrates onto a fresh one.
+sessions than ``max_active`` run at once, and it is restored as they finish. The idle instance
+evicted is the one idle the longest (least recently used). An evicted instance's tools are closed
+with reason ``evicted``; the conversation was never in the instance (it is in the session store),
+so the session's next request re-hydrates onto a fresh one. Idle instances are kept in an order
+of their own, so finding the one to evict never walks the instances that are running.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class AgentPool:
         self._wire = wire
         self._unwire = unwire
         self._slots: OrderedDict[str, Slot] = OrderedDict()
+        self._idle: OrderedDict[str, Slot] = OrderedDict()  # idle slots, the longest idle first
         self._closing: set[asyncio.Task[None]] = set()
         self.evictions = 0
 
@@ -85,6 +88,7 @@ class AgentPool:
             self._slots[session_id] = slot
         else:
             self._slots.move_to_end(session_id)
+            self._idle.pop(session_id, None)
         slot.users += 1
         self._evict_idle()
         return slot
@@ -93,21 +97,21 @@ class AgentPool:
         """The request is done with the slot."""
         slot.users -= 1
         slot.last_used = time.time()
+        if slot.users == 0 and slot.key is not None and self._slots.get(slot.key) is slot:
+            self._idle[slot.key] = slot  # (a slot is idle only once: acquire took it out)
         self._evict_idle()
 
     def _evict_idle(self) -> None:
-        if len(self._slots) <= self.max_active:
-            return
-        for key in list(self._slots):
-            if len(self._slots) <= self.max_active:
-                break
-            slot = self._slots[key]
-            if slot.idle:
-                del self._slots[key]
-                self.evictions += 1
-                task = asyncio.get_running_loop().create_task(self._close(slot, "evicted"))
-                self._closing.add(task)
-                task.add_done_callback(self._closing.discard)
+        while len(self._slots) > self.max_active and self._idle:
+            key, slot = self._idle.popitem(last=False)
+            del self._slots[key]
+            self._evicted(slot)
+
+    def _evicted(self, slot: Slot) -> None:
+        self.evictions += 1
+        task = asyncio.get_running_loop().create_task(self._close(slot, "evicted"))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     async def _close(self, slot: Slot, reason: str) -> None:
         try:
@@ -118,7 +122,7 @@ class AgentPool:
             self._unwire(slot.agent)
 
     def slots(self) -> list[Slot]:
-        """The retained slots, least recently used first."""
+        """The retained slots, least recently acquired first."""
         return list(self._slots.values())
 
     def evict(self, session_id: str) -> bool:
@@ -127,16 +131,15 @@ class AgentPool:
         if slot is None or not slot.idle:
             return False
         del self._slots[session_id]
-        self.evictions += 1
-        task = asyncio.get_running_loop().create_task(self._close(slot, "evicted"))
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+        self._idle.pop(session_id, None)
+        self._evicted(slot)
         return True
 
     async def close(self, reason: str = "closed") -> None:
         """Close every retained instance and wait for evictions in progress."""
         slots = list(self._slots.values())
         self._slots.clear()
+        self._idle.clear()
         for slot in slots:
             await self._close(slot, reason)
         if self._closing:

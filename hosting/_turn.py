@@ -17,7 +17,6 @@ run's session id, so anonymous runs and runs outside the host are untouched.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -161,10 +160,9 @@ class SessionTurns:
             pause = state.pause
         else:
             pause = result.pause.to_dict() if result.status == "awaiting" and result.pause else None
-        envelope = Envelope(
-            state.session_id, conversation.to_dict(), pause, state.envelope.version, state.envelope.created_at,
-            state.envelope.updated_at, status=reply.status, last_run_id=result.run_id or state.run_id, turn=marker,
-            tool_results=dict(state.tool_results) if interrupted else {}, messages=tuple(conversation.messages),
+        envelope = state.envelope.successor(
+            conversation, pause=pause, status=reply.status, last_run_id=result.run_id or state.run_id, turn=marker,
+            tool_results=dict(state.tool_results) if interrupted else {},
         )
         return envelope, reply
 
@@ -175,7 +173,10 @@ class SessionTurns:
         ``exit``); under ``sync`` the reply waits for it.
         """
         async with state.save_lock:
-            await self._save(state, dataclasses.replace(envelope, version=state.envelope.version), durable=self.sync)
+            # awaited directly: this runs in the host's own task, after the run, so no shutdown
+            # cancels it midway (a sync checkpoint inside the run can be: see _save)
+            state.envelope = await self.sessions.save(envelope.replace(version=state.envelope.version),
+                                                      durable=self.sync)
         return reply
 
     # ------------------------------------------------------------------ sync checkpoints
@@ -208,11 +209,9 @@ class SessionTurns:
     async def _checkpoint(self, state: TurnState) -> None:
         async with state.save_lock:
             conversation = state.agent.memory.require(state.conversation_id)
-            envelope = Envelope(
-                state.session_id, conversation.to_dict(), state.pause, state.envelope.version,
-                state.envelope.created_at, state.envelope.updated_at, status="running",
-                last_run_id=state.run_id, turn=self._marker(state, "running"),
-                tool_results=dict(state.tool_results), messages=tuple(conversation.messages),
+            envelope = state.envelope.successor(
+                conversation, pause=state.pause, status="running", last_run_id=state.run_id,
+                turn=self._marker(state, "running"), tool_results=dict(state.tool_results),
             )
             await self._save(state, envelope)
 

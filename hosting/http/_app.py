@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -25,6 +26,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, HTTPException
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.types import Receive, Scope, Send
 
 from tracer import Store, run_to_dict
 
@@ -45,6 +47,46 @@ from ._recordings import recordings_router
 
 DEFAULT_MAX_BODY = 1_048_576
 _bearer = HTTPBearer(auto_error=False, description="The token given to `footprint serve --token`.")
+
+
+class HostApp(FastAPI):
+    """The host's FastAPI app; a well-formed ``POST /v1/turns`` is served ahead of FastAPI's own layers.
+
+    FastAPI wraps every request in its error, telemetry and body-limit middleware and asks whether
+    OpenTelemetry is configured (a few environment lookups) each time; for the host's one hot
+    route that costs more than the route. The fast path (:class:`TurnFastPath`) hands anything
+    that is not a clean turn to the full app, and while FastAPI's telemetry is on (checked once a
+    second) every request takes the full path, so turns are still traced.
+    """
+
+    turn_fast_path: TurnFastPath | None = None
+    _fp_traced_checked_until = 0.0
+    _fp_traced = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        fast = self.turn_fast_path
+        if (fast is not None and scope["type"] == "http" and scope["path"] == "/v1/turns"
+                and scope["method"] == "POST" and not self._fp_is_traced()):
+            if self.root_path:
+                scope["root_path"] = self.root_path
+            await fast(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+    async def through_fastapi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The request through FastAPI's middleware and routing (the fast path's fallback)."""
+        await super().__call__(scope, receive, send)
+
+    def _fp_is_traced(self) -> bool:
+        now = time.monotonic()
+        if now >= self._fp_traced_checked_until:
+            telemetry = getattr(self, "_native_telemetry", None)  # FastAPI's own; absent in other versions
+            try:
+                self._fp_traced = telemetry is not None and bool(telemetry.enabled())
+            except Exception:
+                self._fp_traced = True  # unsure: take the full path
+            self._fp_traced_checked_until = now + 1.0
+        return self._fp_traced
 
 
 def create_app(
@@ -71,15 +113,15 @@ def create_app(
         if host is not None and close_host:
             await host.close(shutdown_grace)
 
-    app = FastAPI(
+    app = HostApp(
         title="footprint standing-agent host",
         version="1",
         summary="Turns, sessions and the recordings of a footprint agent host.",
         lifespan=lifespan,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
-    if host is not None:  # added last, so outermost: it reads the raw body and hands anything odd inward
-        app.add_middleware(TurnFastPath, host=host, token=token, max_body_bytes=max_body_bytes)
+    if host is not None:  # it reads the raw body and hands anything odd to the full app
+        app.turn_fast_path = TurnFastPath(app.through_fastapi, host=host, token=token, max_body_bytes=max_body_bytes)
     install_error_handlers(app)
 
     def get_recordings() -> Store:

@@ -7,6 +7,7 @@ reply written as JSON. Anything that is not a clean success is handed to the Fas
 body replayed — a missing token, bad JSON, an oversized body, a wrong content type — so every
 error response is the app's own; errors the host raises map through the same
 :func:`error_response`. The route stays declared in the app, which is what the OpenAPI spec shows.
+The app (:class:`hosting.http._app.HostApp`) calls it ahead of all of FastAPI's middleware.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ._models import TurnRequest
 
 
 class TurnFastPath:
-    """An ASGI wrapper that serves well-formed ``POST /v1/turns`` requests directly."""
+    """Serves well-formed ``POST /v1/turns`` requests directly; anything else goes to ``app``."""
 
     def __init__(self, app: ASGIApp, host: StandingAgent, *, token: str | None, max_body_bytes: int) -> None:
         self.app = app

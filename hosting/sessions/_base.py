@@ -7,7 +7,6 @@ requests) can never silently overwrite each other — the loser gets :class:`Ver
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from abc import ABC, abstractmethod
 
@@ -61,4 +60,4 @@ class SessionStore(ABC):
 def next_version(envelope: Envelope) -> Envelope:
     """The envelope as it is stored by a successful save: one version on, updated now."""
     now = time.time()
-    return dataclasses.replace(envelope, version=envelope.version + 1, updated_at=max(now, envelope.updated_at))
+    return envelope.replace(version=envelope.version + 1, updated_at=max(now, envelope.updated_at))

@@ -9,10 +9,17 @@ DuckDB is built for analytics: one UPDATE commits in milliseconds (the WAL is sy
 would cap a busy host at a hundred saves a second. So saves are group-committed: saves that
 arrive while a batch is being written wait for the next one, which writes them all in one
 transaction with one set-based statement (``UPDATE ... FROM unnest(...) WHERE version =
-expected``). A save still returns only once its row is committed, and the version check is
-still per row. Because this process is the file's only writer, the envelopes it wrote are also
-kept in a bounded read cache, so a session's next turn does not read DuckDB at all. Every
-statement runs on one worker thread: the event loop never waits on DuckDB.
+expected``). A durable save still returns only once its row is committed, and the version check
+is still per row. A batch costs a few milliseconds of CPU whatever its size, so while only
+non-durable saves (``exit`` durability) wait, the batch lingers ``linger`` seconds (50 ms, as the
+recorder's writer does) and takes whatever arrives meanwhile; a durable save, a flush, or a read
+that needs the committed row cuts it short. Because this process is the file's only writer, the
+envelopes it wrote are also kept in a bounded read cache, so a session's next turn does not read
+DuckDB at all, and the ids of the sessions stored are kept in memory (up to ``index_limit`` of
+them), so a new session's first turn does not read it either. Reads that do go to DuckDB are
+batched the same way as writes: loads that arrive while a read runs are answered by the next one,
+in one statement. Writes run on one worker thread and reads on another, each with a cursor of its
+own: the event loop never waits on DuckDB, and a load never waits behind a commit.
 """
 
 from __future__ import annotations
@@ -44,20 +51,29 @@ class _Save:
     expected: int
     saved: Envelope
     text: str
-    done: asyncio.Future[None]
+    done: asyncio.Future[None] | None  # a durable save waits for its commit; a queued one does not
+    new_id: bool = False  # this save put its session id into the index of stored ids
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class DuckDBSessions(SessionStore):
     """Sessions in a DuckDB table: in the recordings file (``store=``) or a file of their own (``path=``).
 
     ``cache_bytes`` bounds the read cache of envelopes this store wrote (0 turns it off).
+    ``linger``: seconds a batch of non-durable saves waits for more before it is written.
+    ``index_limit``: the ids of stored sessions are kept in memory while there are at most this
+    many (about 100 bytes each), so loading a session that was never stored reads nothing.
     """
 
     name = "duckdb"
 
     def __init__(
         self, store: Store | None = None, *, path: str | None = None, table: str = "fp_session",
-        cache_bytes: int = 64 * 1024 * 1024,
+        cache_bytes: int = 64 * 1024 * 1024, linger: float = 0.05, index_limit: int = 100_000,
     ) -> None:
         if (store is None) == (path is None):
             raise ValueError("DuckDBSessions needs exactly one of `store` (the recordings store) or `path`")
@@ -77,6 +93,12 @@ class DuckDBSessions(SessionStore):
                 f"CREATE TABLE IF NOT EXISTS {table} (session_id VARCHAR PRIMARY KEY, version BIGINT NOT NULL, "
                 f"created_at DOUBLE, updated_at DOUBLE, status VARCHAR, payload VARCHAR NOT NULL)"
             )
+            # every stored session id, while there are few enough (None: ask DuckDB instead)
+            self._index_limit = index_limit
+            self._ids: set[str] | None = None
+            count = self._con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+            if count <= index_limit:
+                self._ids = {r[0] for r in self._con.execute(f"SELECT session_id FROM {table}").fetchall()}
         except duckdb.Error as exc:
             raise SessionStoreError(f"cannot open the session store in {store.path if store else path}: {exc}") from exc
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="footprint-sessions")
@@ -85,11 +107,16 @@ class DuckDBSessions(SessionStore):
         self._read_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="footprint-sessions-read")
         self._pending: list[_Save] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._linger = linger
+        self._lingering: asyncio.Future[None] | None = None  # resolved to write the batch now
+        self._urgent = False  # a durable save or a flush waits: the next batch does not linger
         self._cache: OrderedDict[str, tuple[Envelope, int]] = OrderedDict()  # envelope, its stored size
         self._cache_bytes = 0
         self._cache_limit = cache_bytes
         self._unsettled: dict[str, int] = {}  # saves queued and not yet committed, per session
         self._absent: dict[str, bool] = {}  # sessions a load found absent (bounded)
+        self._reads: dict[str, list[asyncio.Future[tuple[Any, ...] | None]]] = {}  # loads waiting for a read
+        self._reading: asyncio.Task[None] | None = None
         self._closed = False
 
     async def _run(self, fn: Callable[..., T], *args: Any, read: bool = False) -> T:
@@ -128,7 +155,10 @@ class DuckDBSessions(SessionStore):
             return cached[0].copy()
         if session_id in self._unsettled:
             await self.flush()  # its last save is still queued and no longer cached: read it committed
-        row = await self._run(self._fetch, session_id, read=True)
+        if self._ids is not None and session_id not in self._ids:
+            row = None  # never stored: nothing to read
+        else:
+            row = await self._read(session_id)
         if row is None:
             self._absent[session_id] = True  # its first save can then be checked here, not in the database
             if len(self._absent) > 10_000:
@@ -136,12 +166,54 @@ class DuckDBSessions(SessionStore):
             return None
         return Envelope.decode(session_id, row[2], version=int(row[0]), updated_at=float(row[1] or 0.0))
 
-    def _fetch(self, session_id: str) -> tuple[Any, ...] | None:
+    async def _read(self, session_id: str) -> tuple[Any, ...] | None:
+        """The session's row (version, updated_at, payload), read with every other load waiting for one."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[Any, ...] | None] = loop.create_future()
+        self._reads.setdefault(session_id, []).append(future)
+        if self._reading is None or self._reading.done():
+            self._reading = loop.create_task(self._read_batches())
+        return await future
+
+    async def _read_batches(self) -> None:
+        while self._reads:
+            batch, self._reads = self._reads, {}
+            try:
+                rows = await self._run(self._fetch, list(batch), read=True)
+            except Exception as exc:
+                for futures in batch.values():
+                    for f in futures:
+                        if not f.done():
+                            f.set_exception(exc)
+                continue
+            for sid, futures in batch.items():
+                for f in futures:
+                    if not f.done():  # (a load that was cancelled meanwhile)
+                        f.set_result(rows.get(sid))
+
+    def _fetch(self, session_ids: list[str]) -> dict[str, tuple[Any, ...]]:
         # fetchall, not fetchone: a result left unread keeps its transaction open (and blocks CHECKPOINT)
-        rows = self._reader.execute(
-            f"SELECT version, updated_at, payload FROM {self._table} WHERE session_id = ?", [session_id]
-        ).fetchall()
-        return rows[0] if rows else None
+        if len(session_ids) == 1:
+            rows = self._reader.execute(
+                f"SELECT session_id, version, updated_at, payload FROM {self._table} WHERE session_id = ?",
+                session_ids,
+            ).fetchall()
+        else:
+            rows = self._reader.execute(
+                f"SELECT session_id, version, updated_at, payload FROM {self._table} "
+                f"WHERE session_id IN (SELECT unnest(?))", [session_ids],
+            ).fetchall()
+        return {r[0]: r[1:] for r in rows}
+
+    def _index(self, session_id: str) -> bool:
+        """Note a stored session id; True when it was not known before."""
+        ids = self._ids
+        if ids is None or session_id in ids:
+            return False
+        ids.add(session_id)
+        if len(ids) > self._index_limit:
+            self._ids = None  # too many to keep: DuckDB answers from here on
+        return True
 
     async def save(self, envelope: Envelope, *, durable: bool = True) -> Envelope:
         """Store the envelope when its version is current; returns once it is committed.
@@ -162,17 +234,25 @@ class DuckDBSessions(SessionStore):
                 durable = True  # nothing to check the version against here: let the database decide
         saved = next_version(envelope)
         loop = asyncio.get_running_loop()
-        request = _Save(envelope.version, saved, saved.encode(), loop.create_future())
+        request = _Save(envelope.version, saved, saved.encode(), loop.create_future() if durable else None)
+        if envelope.version == 0:
+            request.new_id = self._index(sid)  # loads see it stored from now on, as they see the cache
         self._pending.append(request)
         self._unsettled[sid] = self._unsettled.get(sid, 0) + 1
         if not durable:
             self._remember(saved.copy(), len(request.text))
-        request.done.add_done_callback(lambda _: self._settle(sid))
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush())
-        if durable:
+        if request.done is not None:
+            self._hasten()
             await asyncio.shield(request.done)
         return saved
+
+    def _hasten(self) -> None:
+        """Write the waiting batch now, without lingering."""
+        self._urgent = True
+        if self._lingering is not None:
+            _wake(self._lingering)
 
     def _settle(self, session_id: str) -> None:
         left = self._unsettled.get(session_id, 1) - 1
@@ -184,10 +264,21 @@ class DuckDBSessions(SessionStore):
     async def flush(self) -> None:
         """Return once every save made so far is committed."""
         while self._flusher is not None and not self._flusher.done():
+            self._hasten()
             await asyncio.gather(self._flusher, return_exceptions=True)
 
     async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
         while self._pending:
+            if self._linger > 0 and not self._urgent:
+                self._lingering = lingering = loop.create_future()
+                timer = loop.call_later(self._linger, _wake, lingering)
+                try:
+                    await lingering
+                finally:
+                    timer.cancel()
+                    self._lingering = None
+            self._urgent = False
             batch, self._pending = self._pending, []
             try:
                 outcomes = await self._run(self._write, [(s.expected, s.saved, s.text) for s in batch])
@@ -195,22 +286,30 @@ class DuckDBSessions(SessionStore):
                 log.error("the session store in %s failed to write %d session(s): %s", self.location, len(batch), exc)
                 for s in batch:
                     self._forget(s.saved.session_id)
-                    if not s.done.done():
+                    self._settle(s.saved.session_id)
+                    if s.new_id and self._ids is not None:
+                        self._ids.discard(s.saved.session_id)  # the batch was rolled back: still never stored
+                    if s.done is not None and not s.done.done():
                         s.done.set_exception(exc)
-                        s.done.exception()  # marks it retrieved: a queued save's failure is logged above
+                        s.done.exception()  # marks it retrieved: the failure is logged above
                 continue
             for s, outcome in zip(batch, outcomes, strict=True):
                 sid = s.saved.session_id
+                self._settle(sid)
                 if outcome is None:
                     cached = self._cache.get(sid)
-                    if cached is None or cached[0].version <= s.saved.version:  # never over a newer queued save
+                    if cached is None or cached[0].version < s.saved.version:  # never over a newer queued save
                         self._remember(s.saved.copy(), len(s.text))
-                    s.done.set_result(None)
+                    if s.done is not None:
+                        s.done.set_result(None)
                 else:
                     self._forget(sid)  # someone else wrote it: read it fresh next time
-                    s.done.set_exception(VersionConflictError(sid, s.expected, outcome[0]))
-                    s.done.exception()  # a queued (non-durable) save has no one awaiting it: logged below
-                    log.error("session %s: a queued save was refused: %s", sid, s.done.exception())
+                    error = VersionConflictError(sid, s.expected, outcome[0])
+                    if s.done is not None:
+                        s.done.set_exception(error)
+                        s.done.exception()  # marks it retrieved: the awaiting save re-raises it
+                    else:
+                        log.error("session %s: a queued save was refused: %s", sid, error)
 
     def _write(self, batch: list[tuple[int, Envelope, str]]) -> list[tuple[int | None] | None]:
         """Write a batch in rounds of distinct sessions; None for a saved row, (found version,) for a conflict."""
@@ -273,7 +372,10 @@ class DuckDBSessions(SessionStore):
         """Remove a session."""
         await self.flush()
         self._forget(session_id)
-        return await self._run(self._delete, session_id)
+        deleted = await self._run(self._delete, session_id)
+        if self._ids is not None:
+            self._ids.discard(session_id)
+        return deleted
 
     def _delete(self, session_id: str) -> bool:
         rows = self._con.execute(
@@ -282,7 +384,8 @@ class DuckDBSessions(SessionStore):
         return bool(rows)
 
     async def list(self, *, limit: int = 1000, offset: int = 0) -> list[SessionSummary]:
-        """Sessions, most recently updated first."""
+        """Sessions, most recently updated first (queued saves are committed first, so they are listed)."""
+        await self.flush()
         rows = await self._run(
             lambda: self._reader.execute(
                 f"SELECT session_id, version, created_at, updated_at, status FROM {self._table} "
@@ -297,6 +400,7 @@ class DuckDBSessions(SessionStore):
         await self.flush()
         self._forget(session_id)
         self._absent.pop(session_id, None)
+        self._index(session_id)
         await self._run(
             lambda: self._con.execute(
                 f"INSERT INTO {self._table} VALUES (?, 1, 0, 0, NULL, ?) "

@@ -109,3 +109,26 @@ async def test_idle_instances_hold_no_conversation() -> None:
     for slot in host.pool.slots():
         assert f"s{slot.key}" not in slot.agent.memory.ids() and slot.key not in slot.agent.memory.ids()
     await host.close()
+
+
+async def test_the_instance_idle_longest_is_evicted_not_the_one_started_first() -> None:
+    release = asyncio.Event()
+    entered = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> str:
+        if request.last_user_text() == "slow":
+            entered.set()
+            await release.wait()
+        return "done"
+
+    host = standing_agent(agent_factory=lambda: make_agent(FunctionModel(answer)), max_active_sessions=2)
+    slow = asyncio.ensure_future(host.handle("slow", session_id="a"))  # a starts first...
+    await entered.wait()
+    await host.handle("quick", session_id="b")  # ...b starts later, but is idle first
+    release.set()
+    await slow
+    await host.handle("quick", session_id="c")
+    assert host.pool is not None
+    assert [s.key for s in host.pool.slots()] == ["a", "c"]
+    assert host.pool.evictions == 1
+    await host.close()

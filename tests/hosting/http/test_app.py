@@ -185,3 +185,28 @@ async def test_recordings_routes_answer_404_for_unknown_runs(client: httpx.Async
     assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
     bad = await client.get("/v1/recordings/runs?limit=-1", headers=AUTH)
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_request"
+
+
+@pytest.mark.parametrize("traced", [False, True])
+async def test_turns_take_the_fast_path_unless_fastapi_traces_requests(
+    host: StandingAgent, monkeypatch: pytest.MonkeyPatch, traced: bool
+) -> None:
+    """The fast path skips FastAPI's middleware, telemetry included: while FastAPI's OpenTelemetry
+    instrumentation is on, a turn goes through the full app instead (and gets the same reply)."""
+    from fastapi.telemetry._asgi import NativeTelemetry
+
+    monkeypatch.setattr(NativeTelemetry, "enabled", lambda self: traced)
+    app = create_app(host, token=TOKEN)
+    fast, seen = app.turn_fast_path, []
+    assert fast is not None
+
+    async def counting(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["path"])
+        await fast(scope, receive, send)
+
+    app.turn_fast_path = counting  # type: ignore[assignment]
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://host") as c:
+        reply = await c.post("/v1/turns", json={"message": "hi", "session_id": "tess"}, headers=AUTH)
+        assert (reply.status_code, reply.json()["answer"]) == (200, "echo: hi")
+        assert (await c.get("/v1/health")).status_code == 200
+    assert seen == ([] if traced else ["/v1/turns"])

@@ -41,7 +41,7 @@ def _postgres_dsn() -> str | None:
     return None
 
 
-@pytest.fixture(params=["memory", "duckdb-recordings-file", "duckdb-own-file", "postgresql"])
+@pytest.fixture(params=["memory", "duckdb-recordings-file", "duckdb-own-file", "duckdb-unindexed", "postgresql"])
 async def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
     kind = request.param
     if kind == "memory":
@@ -54,6 +54,10 @@ async def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
         store.close()
     elif kind == "duckdb-own-file":
         s = DuckDBSessions(path=str(tmp_path / "sessions.duckdb"))
+        yield s
+        await s.close()
+    elif kind == "duckdb-unindexed":  # no ids kept in memory, no read cache: every load reads DuckDB
+        s = DuckDBSessions(path=str(tmp_path / "sessions.duckdb"), index_limit=0, cache_bytes=0)
         yield s
         await s.close()
     else:
