@@ -241,34 +241,24 @@ def build_synthetic(path: str, runs: int) -> int:
     kinds = ["input", "inference", "tool_batch", "tool", "inference", "tool_batch", "tool", "inference",
              "tool_batch", "answer"]
     kind_sql = "[" + ", ".join(f"'{k}'" for k in kinds) + "]"
+    # each stage k > 0 follows stage k - 1 (its edge packed in its row); stage k outputs item
+    # "i-<r>-<k>", whose hash is the md5 of that (32 hex like real ones)
     con.execute(f"""
         INSERT INTO fp_stage
         SELECT printf('s-%012x-%010x', {base_ms} + r, r * 10 + k), printf('r-%012x-%010x', {base_ms} + r, r),
                k, {kind_sql}[k + 1], {kind_sql}[k + 1], 'ok', 1.7e9 + r + k / 100, 1.7e9 + r + k / 100 + 0.005,
-               NULL, NULL, NULL
+               NULL, NULL, NULL,
+               CASE WHEN k = 0 THEN '' ELSE printf('s-%012x-%010x', {base_ms} + r, r * 10 + k - 1) || chr(27) || 'next'
+               END,
+               md5('i-' || r || '-' || k)
         FROM range({runs}) t(r), range(10) u(k)
         ORDER BY r, k
     """)
-    con.execute(f"""
-        INSERT INTO fp_edge
-        SELECT printf('r-%012x-%010x', {base_ms} + r, r), printf('s-%012x-%010x', {base_ms} + r, r * 10 + k),
-               printf('s-%012x-%010x', {base_ms} + r, r * 10 + k + 1), 'next'
-        FROM range({runs}) t(r), range(9) u(k)
-        ORDER BY r, k
-    """)
-    # items: each stage k outputs one item "i-<r>-<k>"; hashes are md5 of that (32 hex like real ones)
     con.execute(f"""
         INSERT INTO fp_item
         SELECT md5('i-' || r || '-' || k), CASE WHEN k = 0 THEN 'user' ELSE 'assistant' END,
                'message ' || r || '-' || k || ' ' || repeat('lorem ipsum ', 20), NULL
         FROM range({runs}) t(r), range(10) u(k)
-    """)
-    con.execute(f"""
-        INSERT INTO fp_output
-        SELECT printf('r-%012x-%010x', {base_ms} + r, r), printf('s-%012x-%010x', {base_ms} + r, r * 10 + k),
-               0, md5('i-' || r || '-' || k)
-        FROM range({runs}) t(r), range(10) u(k)
-        ORDER BY r, k
     """)
     # snapshots: inference stage k (and the answer) sees the outputs of the 20 stages before it,
     # which reach back into the session's earlier runs (not before the session's first run);

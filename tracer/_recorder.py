@@ -41,7 +41,7 @@ from ._records import (
     StageStatus,
 )
 from ._redaction import RedactionPolicy
-from ._rows import add_snapshot, item_row, json_text
+from ._rows import add_snapshot, item_row, json_text, pack_edges, pack_hashes
 from ._store import Store
 from ._writer import Bundle
 from .errors import RecordingError
@@ -343,22 +343,25 @@ class StageRecording:
         policy = recorder.redaction
         run_id = self.run.id
         ended_at = time.time()
-        rows: dict[str, list[tuple[Any, ...]]] = {"fp_stage": [(
-            self.id, run_id, self.seq, self.kind, self.name, str(status), self.started_at, ended_at,
-            self.parent_id, policy.json_text(self.attributes) if self.attributes else None,
-            None if error is None else policy.text(error),
-        )]}
-        if self.edges:
-            rows["fp_edge"] = [(run_id, src, self.id, kind) for src, kind in self.edges]
+        rows: dict[str, list[tuple[Any, ...]]] = {}
         bundle = Bundle(rows)
-        if self._inputs or self._dropped:
-            add_snapshot(bundle, run_id, self.id, self._inputs, self._dropped, recorder._sent, recorder._stored_hash)
+        edges = pack_edges(self.edges) if self.edges else ""
+        if edges is None:  # an id holds a separator: the edges go row by row
+            rows["fp_edge"] = [(run_id, src, self.id, kind) for src, kind in self.edges]
+        outputs: str | None = ""
         if self._outputs:
             sent, stored_hash = recorder._sent, recorder._stored_hash
-            rows["fp_output"] = [
-                (run_id, self.id, position, sent.get(item.hash) or stored_hash(item, bundle))
-                for position, item in enumerate(self._outputs)
-            ]
+            hashes = [sent.get(item.hash) or stored_hash(item, bundle) for item in self._outputs]
+            outputs = pack_hashes(hashes)
+            if outputs is None:
+                rows["fp_output"] = [(run_id, self.id, position, h) for position, h in enumerate(hashes)]
+        rows["fp_stage"] = [(
+            self.id, run_id, self.seq, self.kind, self.name, str(status), self.started_at, ended_at,
+            self.parent_id, policy.json_text(self.attributes) if self.attributes else None,
+            None if error is None else policy.text(error), edges, outputs,
+        )]
+        if self._inputs or self._dropped:
+            add_snapshot(bundle, run_id, self.id, self._inputs, self._dropped, recorder._sent, recorder._stored_hash)
         recorder._submit(bundle)
         if recorder.listeners:
             recorder._notify("stage_closed", self._recorded(str(status), ended_at, error))

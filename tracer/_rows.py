@@ -25,6 +25,19 @@ def item_row(item: Item) -> tuple[Any, ...]:
 _PACKING = re.compile("[\x1a-\x1f]")  # the separators of a packed snapshot (tracer._schema)
 
 
+def pack_edges(edges: Sequence[tuple[str, str]]) -> str | None:
+    """A stage's incoming edges (source, kind) packed for ``fp_stage.edges``; None when a value
+    holds a separator (the edges then go to ``fp_edge`` row by row)."""
+    if _PACKING.search("".join([src + kind for src, kind in edges])):
+        return None
+    return ENTRY_SEP.join([f"{src}{FIELD_SEP}{kind}" for src, kind in edges])
+
+
+def pack_hashes(hashes: Sequence[str]) -> str | None:
+    """A stage's output hashes packed for ``fp_stage.outputs``; None when one holds a separator."""
+    return None if "" in hashes or _PACKING.search("".join(hashes)) else ENTRY_SEP.join(hashes)
+
+
 def _pack_origin(origin: Origin) -> str:
     """The origin's fields joined by FIELD_SEP (NULL as FIELD_NULL), kept on the origin; "" when a
     field holds a separator (its snapshot then goes row by row)."""
@@ -62,7 +75,7 @@ def add_snapshot(
         unpackable = "" in reasons or _PACKING.search("".join(reasons)) is not None
     else:
         packed_dropped, unpackable = "", False
-    if not unpackable and "" not in origins and not _PACKING.search(hashes.replace(ENTRY_SEP, "")):
+    if not unpackable and "" not in origins and not _PACKING.search("".join(hash_list)):
         flags = "1" * len(items) + "0" * len(dropped)
         row = (run_id, stage_id, hashes, ENTRY_SEP.join(origins), flags, packed_dropped)
         bundle.rows.setdefault("fp_snapshot", []).append(row)

@@ -16,9 +16,12 @@ Tables are private (``fp_*``); the views are the public face that any DuckDB cli
 A snapshot is stored as one ``fp_snapshot`` row per stage: its item hashes, origins, flags and
 dropped-by reasons each packed into one string (control characters between entries and fields),
 so recording an inference writes one row instead of one per context item — the per-row work
-DuckDB does on insert was most of the cost of recording. ``fp_entries`` unpacks it (with the rare
-snapshot whose values hold those characters, kept row by row in ``fp_entry``); the ``context`` view
-reads through it, so queries see one row per position as before.
+DuckDB does on insert was most of the cost of recording. In the same way a stage's row carries its
+incoming edges (``fp_stage.edges``: source and kind per edge) and its outputs' hashes
+(``fp_stage.outputs``). The ``fp_entries``, ``fp_edges`` and ``fp_outputs`` views unpack them (with
+the rare value that holds those characters, kept row by row in ``fp_entry``, ``fp_edge`` and
+``fp_output``); the public views read through them, so queries see one row per position, edge and
+output as before.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ CREATE TABLE IF NOT EXISTS fp_run (
 );
 CREATE TABLE IF NOT EXISTS fp_stage (
     id VARCHAR, run_id VARCHAR, seq INTEGER, kind VARCHAR, name VARCHAR, status VARCHAR,
-    started_at DOUBLE, ended_at DOUBLE, parent_id VARCHAR, attributes VARCHAR, error VARCHAR
+    started_at DOUBLE, ended_at DOUBLE, parent_id VARCHAR, attributes VARCHAR, error VARCHAR,
+    edges VARCHAR, outputs VARCHAR
 );
 CREATE TABLE IF NOT EXISTS fp_edge (run_id VARCHAR, src VARCHAR, dst VARCHAR, kind VARCHAR);
 CREATE TABLE IF NOT EXISTS fp_item (
@@ -74,6 +78,17 @@ FIELD_SEP = "\x1b"  # between the fields of a packed origin
 FIELD_NULL = "\x1a"  # a NULL field or dropped-by reason
 
 VIEWS = """
+CREATE OR REPLACE VIEW fp_edges AS
+    SELECT run_id, split_part(e, chr(27), 1) AS src, id AS dst, split_part(e, chr(27), 2) AS kind
+    FROM (SELECT run_id, id, unnest(string_split(edges, chr(31))) AS e FROM fp_stage WHERE edges <> '')
+    UNION ALL
+    SELECT run_id, src, dst, kind FROM fp_edge;
+CREATE OR REPLACE VIEW fp_outputs AS
+    SELECT run_id, id AS stage_id, (generate_subscripts(string_split(outputs, chr(31)), 1) - 1)::INTEGER AS position,
+           unnest(string_split(outputs, chr(31))) AS item_hash
+    FROM fp_stage WHERE outputs <> ''
+    UNION ALL
+    SELECT run_id, stage_id, position, item_hash FROM fp_output;
 CREATE OR REPLACE VIEW fp_entries AS
     SELECT run_id, stage_id, (pos - 1)::INTEGER AS position, item_hash,
            nullif(o[1], chr(26)) AS origin_kind, nullif(o[2], chr(26)) AS origin_run,
@@ -102,7 +117,7 @@ CREATE OR REPLACE VIEW stages AS
            to_timestamp(started_at) AS started_at, to_timestamp(ended_at) AS ended_at,
            round((ended_at - started_at) * 1000, 3) AS duration_ms, parent_id, attributes, error
     FROM fp_stage;
-CREATE OR REPLACE VIEW edges AS SELECT run_id, src, dst, kind FROM fp_edge;
+CREATE OR REPLACE VIEW edges AS SELECT run_id, src, dst, kind FROM fp_edges;
 CREATE OR REPLACE VIEW items AS
     SELECT hash, kind, text, coalesce(body, json_object('text', text)::VARCHAR) AS body,
            length(text) AS size
@@ -115,13 +130,13 @@ CREATE OR REPLACE VIEW context AS
     FROM fp_entries e JOIN fp_item i ON i.hash = e.item_hash;
 CREATE OR REPLACE VIEW outputs AS
     SELECT o.run_id, o.stage_id, o.position, o.item_hash, i.kind, i.text
-    FROM fp_output o JOIN fp_item i ON i.hash = o.item_hash;
+    FROM fp_outputs o JOIN fp_item i ON i.hash = o.item_hash;
 """
 
 # Each migration takes the store from version N to N+1. Add new ones at the end; never edit old ones.
 MIGRATIONS: dict[int, str] = {
     # 1 -> 2: snapshots move from one fp_entry row per position to one packed fp_snapshot row per
-    # stage (the rare snapshot whose values hold a separator stays in fp_entry)
+    # stage, and edges and outputs into their stage's row (a value holding a separator stays a row)
     1: """
 CREATE TABLE fp_snapshot (
     run_id VARCHAR, stage_id VARCHAR, hashes VARCHAR, origins VARCHAR, flags VARCHAR, dropped VARCHAR
@@ -141,5 +156,25 @@ HAVING NOT bool_or(regexp_matches(concat(item_hash, origin_kind, origin_run, ori
    AND NOT bool_or(coalesce(dropped_by = '', false))
    AND count(*) = max(position) + 1;
 DELETE FROM fp_entry USING fp_snapshot s WHERE fp_entry.run_id = s.run_id AND fp_entry.stage_id = s.stage_id;
+DROP INDEX IF EXISTS fp_stage_run;
+CREATE TABLE fp_packed_edges AS
+SELECT dst, string_agg(src || chr(27) || kind, chr(31) ORDER BY rowid) AS edges
+FROM fp_edge GROUP BY dst
+HAVING NOT bool_or(regexp_matches(src || kind, '[' || chr(26) || '-' || chr(31) || ']'));
+CREATE TABLE fp_packed_outputs AS
+SELECT stage_id, string_agg(item_hash, chr(31) ORDER BY position) AS outputs
+FROM fp_output GROUP BY stage_id
+HAVING NOT bool_or(regexp_matches(item_hash, '[' || chr(26) || '-' || chr(31) || ']'))
+   AND count(*) = max(position) + 1;
+ALTER TABLE fp_stage ADD COLUMN edges VARCHAR;
+ALTER TABLE fp_stage ADD COLUMN outputs VARCHAR;
+UPDATE fp_stage SET edges = coalesce(p.edges, '') FROM fp_packed_edges p WHERE fp_stage.id = p.dst;
+UPDATE fp_stage SET outputs = coalesce(p.outputs, '') FROM fp_packed_outputs p WHERE fp_stage.id = p.stage_id;
+UPDATE fp_stage SET edges = '' WHERE edges IS NULL AND id NOT IN (SELECT dst FROM fp_edge);
+UPDATE fp_stage SET outputs = '' WHERE outputs IS NULL AND id NOT IN (SELECT stage_id FROM fp_output);
+DELETE FROM fp_edge USING fp_packed_edges p WHERE fp_edge.dst = p.dst;
+DELETE FROM fp_output USING fp_packed_outputs p WHERE fp_output.stage_id = p.stage_id;
+DROP TABLE fp_packed_edges;
+DROP TABLE fp_packed_outputs;
 """,
 }

@@ -405,10 +405,10 @@ class Store:
                 [run_id, run_id],
             ).fetchall()
             edge_rows = cur.execute(
-                f"SELECT run_id, src, dst, kind FROM fp_edge WHERE {_ONE_RUN}", [run_id, run_id]
+                f"SELECT run_id, src, dst, kind FROM fp_edges WHERE {_ONE_RUN}", [run_id, run_id]
             ).fetchall()
             output_rows = cur.execute(
-                f"SELECT stage_id, item_hash FROM fp_output WHERE {_ONE_RUN} ORDER BY stage_id, position",
+                f"SELECT stage_id, item_hash FROM fp_outputs WHERE {_ONE_RUN} ORDER BY stage_id, position",
                 [run_id, run_id],
             ).fetchall()
         finally:
@@ -445,7 +445,7 @@ class Store:
         hashes = {e.item_hash for es in inputs.values() for e in es}
         if wanted:
             hashes.update(r[0] for r in self.query(
-                f"SELECT item_hash FROM fp_output WHERE {_ONE_RUN} AND stage_id IN (SELECT unnest(?))",
+                f"SELECT item_hash FROM fp_outputs WHERE {_ONE_RUN} AND stage_id IN (SELECT unnest(?))",
                 [run_id, run_id, wanted]))
         return inputs, self.items(hashes)
 
@@ -489,14 +489,14 @@ class Store:
                 f"FROM fp_stage WHERE {where} ORDER BY run_id, seq",
                 params,
             ).fetchall()
-            edge_rows = cur.execute(f"SELECT run_id, src, dst, kind FROM fp_edge WHERE {where}", params).fetchall()
+            edge_rows = cur.execute(f"SELECT run_id, src, dst, kind FROM fp_edges WHERE {where}", params).fetchall()
             entry_rows = cur.execute(
                 "SELECT run_id, stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source, "
                 f"included, dropped_by FROM fp_entries WHERE {where} ORDER BY stage_id, position",
                 params,
             ).fetchall()
             output_rows = cur.execute(
-                f"SELECT run_id, stage_id, item_hash FROM fp_output WHERE {where} ORDER BY stage_id, position",
+                f"SELECT run_id, stage_id, item_hash FROM fp_outputs WHERE {where} ORDER BY stage_id, position",
                 params,
             ).fetchall()
         finally:

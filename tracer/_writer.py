@@ -48,7 +48,7 @@ COLUMN_TYPES: dict[str, tuple[tuple[str, str], ...]] = {
     "fp_stage": (
         ("id", "VARCHAR"), ("run_id", "VARCHAR"), ("seq", "INTEGER"), ("kind", "VARCHAR"), ("name", "VARCHAR"),
         ("status", "VARCHAR"), ("started_at", "DOUBLE"), ("ended_at", "DOUBLE"), ("parent_id", "VARCHAR"),
-        ("attributes", "VARCHAR"), ("error", "VARCHAR"),
+        ("attributes", "VARCHAR"), ("error", "VARCHAR"), ("edges", "VARCHAR"), ("outputs", "VARCHAR"),
     ),
     "fp_edge": (("run_id", "VARCHAR"), ("src", "VARCHAR"), ("dst", "VARCHAR"), ("kind", "VARCHAR")),
     "fp_item": (("hash", "VARCHAR"), ("kind", "VARCHAR"), ("text", "VARCHAR"), ("body", "VARCHAR")),

@@ -268,7 +268,7 @@ def test_an_older_store_is_migrated_when_opened_for_writing(tmp_path: Path, monk
 
 
 def test_a_version_1_store_gets_packed_snapshots_and_reads_the_same(tmp_path: Path) -> None:
-    """Schema 1 kept one fp_entry row per snapshot position; opening it for writing packs them."""
+    """Schema 1 kept a row per snapshot position, edge and output; opening it for writing packs them."""
     path = tmp_path / "s.duckdb"
     store = Store.open(path)
     run = Recorder(store).start_run(agent="a", input="q", session_id="s")
@@ -286,6 +286,13 @@ def test_a_version_1_store_gets_packed_snapshots_and_reads_the_same(tmp_path: Pa
     store.close()
     con = duckdb.connect(str(path))  # turn the file back into schema 1
     con.execute("INSERT INTO fp_entry SELECT * FROM fp_entries WHERE stage_id IN (SELECT stage_id FROM fp_snapshot)")
+    con.execute("INSERT INTO fp_edge SELECT * FROM fp_edges WHERE dst IN (SELECT id FROM fp_stage WHERE edges <> '')")
+    con.execute("INSERT INTO fp_output SELECT * FROM fp_outputs WHERE stage_id IN (SELECT id FROM fp_stage WHERE outputs <> '')")
+    for view in ("edges", "outputs", "fp_edges", "fp_outputs"):
+        con.execute(f"DROP VIEW {view}")
+    con.execute("DROP INDEX fp_stage_run")
+    con.execute("ALTER TABLE fp_stage DROP COLUMN edges")
+    con.execute("ALTER TABLE fp_stage DROP COLUMN outputs")
     con.execute("DROP INDEX fp_snapshot_run")
     con.execute("DROP VIEW context")
     con.execute("DROP VIEW fp_entries")
@@ -299,6 +306,8 @@ def test_a_version_1_store_gets_packed_snapshots_and_reads_the_same(tmp_path: Pa
     assert store.load_run(run.id) == before
     assert store.query("SELECT count(*) FROM fp_snapshot")[0][0] == 1  # the odd one stays row by row
     assert store.query("SELECT count(DISTINCT stage_id) FROM fp_entry")[0][0] == 1
+    assert store.query("SELECT count(*) FROM fp_edge")[0][0] == 0  # packed into their stages
+    assert store.query("SELECT count(*) FROM fp_output")[0][0] == 0
     store.close()
 
 

@@ -92,5 +92,31 @@ def test_stats_count_batches_and_rows(tmp_path: Path) -> None:
     run.end("answered")
     store.flush()
     stats = store.writer_stats
-    assert stats["fp_stage"] == 3 and stats["fp_item"] == 1 and stats["fp_output"] == 3 and stats["batches"] >= 1
+    assert stats["fp_stage"] == 3 and stats["fp_item"] == 1 and stats["batches"] >= 1
+    assert "fp_output" not in stats  # outputs travel packed in their stage's row
+    assert store.query("SELECT count(*) FROM outputs")[0][0] == 3
+    store.close()
+
+
+def test_edges_and_outputs_holding_separators_go_row_by_row(tmp_path: Path) -> None:
+    """Edges and outputs travel packed in their stage's row unless a value holds a separator."""
+    from tracer import Item, Recorder
+
+    store = Store.open(tmp_path / "s.duckdb")
+    run = Recorder(store).start_run(agent="a", input="x")
+    with run.stage("input") as first:
+        plain = first.output(Item.of_text("user", "hello"))
+    odd_item = Item("text", {"text": "odd"}, hash="h\x1fh")  # a caller-made hash with a separator in it
+    with run.stage("tool", after=[first, "s-elsewhere\x1bodd"], edge="next") as second:
+        second.inputs([plain])
+        second.output(plain.item)
+        second.output(odd_item)
+    run.end("answered")
+    store.flush()
+    data = store.load_run(run.id)
+    assert [(e.src, e.dst, e.kind) for e in data.edges] == [
+        (first.id, second.id, "next"), ("s-elsewhere\x1bodd", second.id, "next")]
+    assert data.outputs == {first.id: [plain.item.hash], second.id: [plain.item.hash, "h\x1fh"]}
+    assert store.query("SELECT count(*) FROM fp_edge")[0][0] == 2 and store.query("SELECT count(*) FROM fp_output")[0][0] == 2
+    assert store.query("SELECT count(*) FROM edges")[0][0] == 2 and store.query("SELECT count(*) FROM outputs")[0][0] == 3
     store.close()

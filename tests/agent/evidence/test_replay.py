@@ -65,7 +65,7 @@ async def test_a_request_that_differs_from_the_recording_stops_the_replay_naming
         cur.execute("INSERT INTO fp_item VALUES ('feedface', 'tool_result', 'x', ?)",
                     ['{"call_id":"call_Berlin","content":"{\\"city\\": \\"Berlin\\", \\"sky\\": \\"snow\\"}",'
                      '"is_error":false,"name":"weather"}'])
-        cur.execute("UPDATE fp_output SET item_hash = 'feedface' WHERE stage_id = ?", [tool_stage.id])
+        cur.execute("UPDATE fp_stage SET outputs = 'feedface' WHERE id = ?", [tool_stage.id])
     with pytest.raises(ReplayMismatchError) as caught:
         await replay(store, original.run_id)
     assert caught.value.stage == second.id
