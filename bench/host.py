@@ -57,6 +57,13 @@ TARGET_P99_MS, TARGET_VS_BARE, TARGET_MEMORY_GROWTH = 50.0, 0.3, 2.0
 # ---------------------------------------------------------------------------- the host process
 
 
+class _Forgetful(list):  # type: ignore[type-arg]
+    """A list that keeps nothing appended to it."""
+
+    def append(self, _: object) -> None:
+        pass
+
+
 def serve(shape: str, db: str) -> None:
     """Run the host (and a bare endpoint beside it) on 127.0.0.1, port 0; print the port."""
     import socket
@@ -76,6 +83,7 @@ def serve(shape: str, db: str) -> None:
         return f"echo: {request.last_user_text()}"
 
     model = FunctionModel(answer, name="echo")
+    model.requests = _Forgetful()  # it keeps every request for tests to inspect: not in a long-running host
 
     def build() -> Agent:
         return Agent("bench", provider=model, recorder=recorder)
