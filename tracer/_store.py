@@ -58,6 +58,7 @@ class RunFilter:
     status: str | None = None
     search: str | None = None
     label: str | None = None
+    forks: bool = True  # False: leave out runs forked from another (replays, counterfactual re-runs)
 
 
 def _marks(values: Sequence[Any]) -> str:
@@ -361,6 +362,8 @@ class Store:
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
+        if not where.forks:
+            clauses.append("forked_from_run IS NULL")
         if where.label is not None:
             clauses.append("list_contains(labels, ?)")
             params.append(where.label)

@@ -62,11 +62,15 @@ def _echo_json(value: Any) -> None:
 @click.option("--agent", help="Only runs of this agent.")
 @click.option("--status", type=click.Choice(["running", "answered", "awaiting", "failed", "cancelled"]),
               help="Only runs that ended so.")
+@click.option("--forks/--no-forks", default=True, show_default=True,
+              help="Include runs forked from another (replays, counterfactual and blame re-runs).")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most this many runs.")
 @json_option
-def runs_command(db: str, session: str | None, agent: str | None, status: str | None, limit: int, as_json: bool) -> None:
+def runs_command(
+    db: str, session: str | None, agent: str | None, status: str | None, forks: bool, limit: int, as_json: bool
+) -> None:
     """List recorded runs, newest first."""
-    where = RunFilter(session_id=session, agent=agent, status=status)
+    where = RunFilter(session_id=session, agent=agent, status=status, forks=forks)
     with reading(db) as store:
         runs = store.list_runs(where, limit=limit)
         total = store.count_runs(where)

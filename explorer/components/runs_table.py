@@ -19,7 +19,7 @@ from textual.widgets import DataTable
 from tracer import Run, RunFilter
 
 from .._format import clock, cost_short, head, one_line, status_text, tokens
-from .._source import RecordingSource
+from .._source import ALL_RUNS, RecordingSource
 
 PAGE = 100
 _AHEAD = 25  # read the next page when the cursor is this close to the end of what is loaded
@@ -80,11 +80,13 @@ class RunsTable(DataTable[str | Text]):
             super().__init__()
             self.error = error
 
-    def __init__(self, source: RecordingSource, *, hide: tuple[str, ...] = (), id: str | None = None) -> None:
+    def __init__(
+        self, source: RecordingSource, *, where: RunFilter = ALL_RUNS, hide: tuple[str, ...] = (), id: str | None = None
+    ) -> None:
         super().__init__(cursor_type="row", id=id)
         self.source = source
         self.hide = hide  # columns left out (the session column, in a table of one session's runs)
-        self.where = RunFilter()
+        self.where = where
         self.total = 0
         self.runs: dict[str, Run] = {}
         self._generation = 0

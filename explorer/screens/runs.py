@@ -18,6 +18,9 @@ from tracer import RunFilter
 from ..components.runs_table import RunsTable
 
 STATUSES = (None, "answered", "failed", "awaiting", "cancelled", "running")
+# Re-runs made by replay, counterfactual and blame are forks of a recorded run: hidden until asked
+# for, so the runs people made stay in view (x shows them).
+DEFAULT_FILTER = RunFilter(forks=False)
 
 
 class RunsScreen(Screen[None]):
@@ -28,6 +31,7 @@ class RunsScreen(Screen[None]):
         Binding("slash", "search", "Search"),
         Binding("s", "status", "Status"),
         Binding("f", "session", "Session"),
+        Binding("x", "forks", "Re-runs"),
         Binding("c", "clear", "Clear filters", show=False),
         Binding("w", "why", "Why"),
         Binding("r", "refresh", "Refresh", show=False),
@@ -39,14 +43,14 @@ class RunsScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self._search_timer: Timer | None = None
-        self.where = RunFilter()
+        self.where = DEFAULT_FILTER
 
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="runs-bar"):
             yield Input(placeholder="/ search input, answer or id", id="runs-search")
             yield Static("", id="runs-filters")
-        yield RunsTable(self.app.source, id="runs-table")  # type: ignore[attr-defined]
+        yield RunsTable(self.app.source, where=self.where, id="runs-table")  # type: ignore[attr-defined]
         yield Static("reading runs…", id="runs-status")
         yield Footer()
 
@@ -71,7 +75,7 @@ class RunsScreen(Screen[None]):
 
     # ------------------------------------------------------------------ filters
 
-    def _apply(self, **changes: str | None) -> None:
+    def _apply(self, **changes: str | bool | None) -> None:
         self.where = replace(self.where, **changes)
         self._show_filters()
         self.table.reload(self.where, keep_cursor=False)
@@ -84,7 +88,8 @@ class RunsScreen(Screen[None]):
             parts.append(f"session={self.where.session_id}")
         if self.where.agent:
             parts.append(f"agent={self.where.agent}")
-        self.query_one("#runs-filters", Static).update(" ".join(parts) or "all runs")
+        described = " ".join(parts) or "all runs"
+        self.query_one("#runs-filters", Static).update(described + ("" if self.where.forks else " · re-runs hidden"))
 
     def action_search(self) -> None:
         """Focus the search box."""
@@ -127,10 +132,14 @@ class RunsScreen(Screen[None]):
             return
         self._apply(session_id=run.session_id)
 
+    def action_forks(self) -> None:
+        """Show or hide the re-runs (runs forked from another by replay, counterfactual or blame)."""
+        self._apply(forks=not self.where.forks)
+
     def action_clear(self) -> None:
-        """Drop every filter and the search."""
+        """Drop every filter and the search (re-runs stay as they were)."""
         self.query_one("#runs-search", Input).value = ""
-        self.where = RunFilter()
+        self.where = replace(DEFAULT_FILTER, forks=self.where.forks)
         self._show_filters()
         self.table.reload(self.where, keep_cursor=False)
 
@@ -171,10 +180,10 @@ class RunsScreen(Screen[None]):
         self.app.open_host()  # type: ignore[attr-defined]
 
     def on_runs_table_counted(self, message: RunsTable.Counted) -> None:
-        where = message.where
-        what = "runs" if where == RunFilter() else "matching runs"
+        unfiltered = replace(message.where, forks=True) == RunFilter()  # hiding re-runs is not a filter
+        what = "runs" if unfiltered else "matching runs"
         if message.total == 0:
-            text = "no runs yet: record some (footprint demo), or chat in the sandbox (p)" if where == RunFilter() \
+            text = "no runs yet: record some (footprint demo), or chat in the sandbox (p)" if unfiltered \
                 else "no run matches; c clears the filters"
         else:
             text = f"{message.loaded:,} of {message.total:,} {what} loaded · enter opens · ? keys"

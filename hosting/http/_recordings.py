@@ -46,11 +46,12 @@ def recordings_router(get_store: Callable[[], Store]) -> APIRouter:
         status: str | None = None,
         search: str | None = None,
         label: str | None = None,
+        forks: Annotated[bool, Query(description="false: leave out runs forked from another (re-runs)")] = True,
         limit: Annotated[int, Query(ge=0, le=MAX_PAGE)] = 50,
         offset: Annotated[int, Query(ge=0)] = 0,
     ) -> dict[str, Any]:
         store = fresh()
-        where = RunFilter(session_id=session, agent=agent, status=status, search=search, label=label)
+        where = RunFilter(session_id=session, agent=agent, status=status, search=search, label=label, forks=forks)
         runs = store.list_runs(where, limit=limit, offset=offset)
         return {"runs": [run_to_dict(r) for r in runs], "total": store.count_runs(where)}
 

@@ -68,6 +68,28 @@ async def test_a_live_source_shows_new_runs_without_moving_the_cursor(
         assert table.current_run_id == watched
 
 
+async def test_re_runs_are_hidden_until_x_shows_them(
+    open_app: Callable[..., ExplorerApp], tmp_path: Path, settle: Any
+) -> None:
+    path = tmp_path / "forks.duckdb"
+    _record(path, 3)
+    with Store.open(path) as store:
+        original = store.list_runs()[0].id
+        for n in range(2):
+            Recorder(store).start_run(agent="bulk", input=f"again {n}", forked_from_run=original).end("answered")
+    app = open_app(path, read_only=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(RunsTable)
+        assert table.row_count == 3 and "re-runs hidden" in str(app.screen.query_one("#runs-filters").render())
+        await pilot.press("x")
+        await settle(pilot)
+        assert table.row_count == 5 and "re-runs" not in str(app.screen.query_one("#runs-filters").render())
+        await pilot.press("x")
+        await settle(pilot)
+        assert table.row_count == 3
+
+
 async def test_an_empty_store_says_how_to_get_runs(
     open_app: Callable[..., ExplorerApp], tmp_path: Path, settle: Any
 ) -> None:

@@ -36,6 +36,11 @@ def test_client_mirrors_the_store_read_methods(store: Store) -> None:
         ]
         assert [r.id for r in client.list_runs(limit=1, offset=1)] == [store.list_runs(limit=1, offset=1)[0].id]
         assert client.list_runs(RunFilter(search="hi there"))[0].input == "hi there"
+        fork = Recorder(store).start_run(agent="a", input="again", forked_from_run=ids[0])
+        fork.end("answered", output="again")
+        store.flush()
+        assert client.count_runs() == 4 and client.count_runs(RunFilter(forks=False)) == 3
+        assert fork.id not in [r.id for r in client.list_runs(RunFilter(forks=False))]
         assert client.get_run(ids[0]) == store.get_run(ids[0])
         assert client.resolve_run_id("last") == store.resolve_run_id("last")
         prefix = next(ids[1][:n] for n in range(4, len(ids[1])) if sum(i.startswith(ids[1][:n]) for i in ids) == 1)

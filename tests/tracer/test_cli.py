@@ -95,6 +95,18 @@ def test_runs_lists_and_filters(db: str) -> None:
     assert "no runs" in _invoke("runs", "--db", db, "--session", "nobody").output
 
 
+def test_runs_can_leave_re_runs_out(tmp_path: Path) -> None:
+    path = tmp_path / "forks.duckdb"
+    with Store.open(path) as store:
+        recorder = Recorder(store)
+        original = recorder.start_run(agent="travel", input="where to?")
+        original.end("answered", output="Paris")
+        recorder.start_run(agent="travel", input="where to? (re-run)", forked_from_run=original.id).end("answered")
+    assert "(re-run)" in _invoke("runs", "--db", str(path)).output
+    out = _invoke("runs", "--db", str(path), "--no-forks").output
+    assert "(re-run)" not in out and "where to?" in out
+
+
 def test_show_renders_the_flowchart(db: str) -> None:
     first = _run_ids(db)[2]
     out = _invoke("show", first[:-4], "--db", db).output

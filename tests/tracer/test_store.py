@@ -214,6 +214,17 @@ def test_list_filter_and_resolve(tmp_path: Path) -> None:
     store.close()
 
 
+def test_re_runs_can_be_left_out(tmp_path: Path) -> None:
+    store, ids = _small_store(tmp_path / "s.duckdb")
+    fork = Recorder(store).start_run(agent="a", input="question 0", session_id="s1", forked_from_run=ids[0])
+    fork.end("answered", output="answer 0")
+    store.flush()
+    assert store.count_runs() == 4 and store.list_runs()[0].id == fork.id
+    assert [r.id for r in store.list_runs(RunFilter(forks=False))] == ids[::-1]
+    assert store.count_runs(RunFilter(session_id="s1", forks=False)) == 2
+    store.close()
+
+
 def test_read_query_refuses_writes(tmp_path: Path) -> None:
     store, ids = _small_store(tmp_path / "s.duckdb")
     columns, rows = store.read_query("SELECT id, status FROM runs ORDER BY started_at")
