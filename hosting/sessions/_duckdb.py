@@ -13,7 +13,8 @@ expected``). A durable save still returns only once its row is committed, and th
 is still per row. A batch costs a few milliseconds of CPU whatever its size, so while only
 non-durable saves (``exit`` durability) wait, the batch lingers ``linger`` seconds (50 ms, as the
 recorder's writer does) and takes whatever arrives meanwhile; a durable save, a flush, or a read
-that needs the committed row cuts it short. Because this process is the file's only writer, the
+that needs the committed row cuts it short. Successive saves of one session in a batch are
+written as one row (the last, checked against the first one's version). Because this process is the file's only writer, the
 envelopes it wrote are also kept in a bounded read cache, so a session's next turn does not read
 DuckDB at all, and the ids of the sessions stored are kept in memory (up to ``index_limit`` of
 them), so a new session's first turn does not read it either. Reads that do go to DuckDB are
@@ -110,6 +111,8 @@ class DuckDBSessions(SessionStore):
         self._linger = linger
         self._lingering: asyncio.Future[None] | None = None  # resolved to write the batch now
         self._urgent = False  # a durable save or a flush waits: the next batch does not linger
+        self._waiters: list[asyncio.Future[None]] = []  # flushes waiting for the saves pending now
+        self._writing: asyncio.Future[None] | None = None  # resolved when the batch being written is done
         self._cache: OrderedDict[str, tuple[Envelope, int]] = OrderedDict()  # envelope, its stored size
         self._cache_bytes = 0
         self._cache_limit = cache_bytes
@@ -262,7 +265,24 @@ class DuckDBSessions(SessionStore):
             self._unsettled.pop(session_id, None)
 
     async def flush(self) -> None:
-        """Return once every save made so far is committed."""
+        """Return once every save made so far is committed (or has failed).
+
+        Saves made while it waits are not waited for, so a flush returns under a steady stream
+        of saves too.
+        """
+        loop = asyncio.get_running_loop()
+        if self._pending:
+            waiter = loop.create_future()
+            self._waiters.append(waiter)  # resolved once the batch that takes these saves is written
+            self._hasten()
+            if self._flusher is None or self._flusher.done():
+                self._flusher = loop.create_task(self._flush())
+            await waiter
+        elif self._writing is not None and not self._writing.done():
+            await asyncio.shield(self._writing)
+
+    async def _drain(self) -> None:
+        """Return once nothing is pending or being written."""
         while self._flusher is not None and not self._flusher.done():
             self._hasten()
             await asyncio.gather(self._flusher, return_exceptions=True)
@@ -280,36 +300,67 @@ class DuckDBSessions(SessionStore):
                     self._lingering = None
             self._urgent = False
             batch, self._pending = self._pending, []
+            waiters, self._waiters = self._waiters, []
+            self._writing = writing = loop.create_future()
             try:
-                outcomes = await self._run(self._write, [(s.expected, s.saved, s.text) for s in batch])
-            except Exception as exc:
-                log.error("the session store in %s failed to write %d session(s): %s", self.location, len(batch), exc)
-                for s in batch:
-                    self._forget(s.saved.session_id)
-                    self._settle(s.saved.session_id)
-                    if s.new_id and self._ids is not None:
-                        self._ids.discard(s.saved.session_id)  # the batch was rolled back: still never stored
-                    if s.done is not None and not s.done.done():
-                        s.done.set_exception(exc)
-                        s.done.exception()  # marks it retrieved: the failure is logged above
-                continue
-            for s, outcome in zip(batch, outcomes, strict=True):
-                sid = s.saved.session_id
-                self._settle(sid)
-                if outcome is None:
-                    cached = self._cache.get(sid)
-                    if cached is None or cached[0].version < s.saved.version:  # never over a newer queued save
-                        self._remember(s.saved.copy(), len(s.text))
-                    if s.done is not None:
-                        s.done.set_result(None)
+                await self._write_batch(batch)
+            finally:
+                _wake(writing)
+                for waiter in waiters:
+                    _wake(waiter)
+
+    async def _write_batch(self, batch: list[_Save]) -> None:
+        """Write one batch, then settle its saves: cache, index, and the futures of durable ones.
+
+        Successive saves of one session in the batch (each at the version the one before saved)
+        are written as one row: the last envelope, checked against the first one's version — what
+        writing them one by one leaves, with one statement instead of one per save.
+        """
+        rows: list[tuple[int, Envelope, str]] = []
+        row_of: list[int] = []  # the row each save of the batch is written in
+        chain_end: dict[str, tuple[int, int]] = {}  # session -> (its latest row, the version that row saves)
+        for s in batch:
+            sid = s.saved.session_id
+            end = chain_end.get(sid)
+            if end is not None and end[1] == s.expected:
+                rows[end[0]] = (rows[end[0]][0], s.saved, s.text)
+                row = end[0]
+            else:
+                row = len(rows)
+                rows.append((s.expected, s.saved, s.text))
+            chain_end[sid] = (row, s.saved.version)
+            row_of.append(row)
+        try:
+            written = await self._run(self._write, rows)
+            outcomes = [written[row] for row in row_of]
+        except Exception as exc:
+            log.error("the session store in %s failed to write %d session(s): %s", self.location, len(batch), exc)
+            for s in batch:
+                self._forget(s.saved.session_id)
+                self._settle(s.saved.session_id)
+                if s.new_id and self._ids is not None:
+                    self._ids.discard(s.saved.session_id)  # the batch was rolled back: still never stored
+                if s.done is not None and not s.done.done():
+                    s.done.set_exception(exc)
+                    s.done.exception()  # marks it retrieved: the failure is logged above
+            return
+        for s, outcome in zip(batch, outcomes, strict=True):
+            sid = s.saved.session_id
+            self._settle(sid)
+            if outcome is None:
+                cached = self._cache.get(sid)
+                if cached is None or cached[0].version < s.saved.version:  # never over a newer queued save
+                    self._remember(s.saved.copy(), len(s.text))
+                if s.done is not None:
+                    s.done.set_result(None)
+            else:
+                self._forget(sid)  # someone else wrote it: read it fresh next time
+                error = VersionConflictError(sid, s.expected, outcome[0])
+                if s.done is not None:
+                    s.done.set_exception(error)
+                    s.done.exception()  # marks it retrieved: the awaiting save re-raises it
                 else:
-                    self._forget(sid)  # someone else wrote it: read it fresh next time
-                    error = VersionConflictError(sid, s.expected, outcome[0])
-                    if s.done is not None:
-                        s.done.set_exception(error)
-                        s.done.exception()  # marks it retrieved: the awaiting save re-raises it
-                    else:
-                        log.error("session %s: a queued save was refused: %s", sid, error)
+                    log.error("session %s: a queued save was refused: %s", sid, error)
 
     def _write(self, batch: list[tuple[int, Envelope, str]]) -> list[tuple[int | None] | None]:
         """Write a batch in rounds of distinct sessions; None for a saved row, (found version,) for a conflict."""
@@ -412,7 +463,7 @@ class DuckDBSessions(SessionStore):
         """Finish pending saves and close the cursor (or the file this store opened); the recordings stay open."""
         if self._closed:
             return
-        await self.flush()
+        await self._drain()
         self._closed = True
         self._cache.clear()
         loop = asyncio.get_running_loop()

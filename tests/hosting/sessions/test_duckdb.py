@@ -22,7 +22,7 @@ def _envelope(session_id: str, *texts: str, version: int = 0) -> Envelope:
     conversation = Conversation(session_id, "You are terse.")
     for text in texts:
         conversation.messages.append(ContextItem(Item.of_text(ItemKind.USER, text), Origin(OriginKind.USER)))
-    return Envelope(session_id, conversation.to_dict(), version=version)
+    return Envelope(session_id, conversation.to_dict(), version=version, messages=tuple(conversation.messages))
 
 
 def _count_reads(store: DuckDBSessions, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
@@ -115,4 +115,61 @@ async def test_queued_saves_linger_but_every_read_of_this_process_sees_them(tmp_
     await asyncio.wait_for(store.close(), 5)  # close cuts the linger short and commits
     reopened = DuckDBSessions(path=str(tmp_path / "s.duckdb"))
     assert [s.session_id for s in await reopened.list()] == ["b", "a"]
+    await reopened.close()
+
+
+async def test_a_flush_returns_under_a_steady_stream_of_saves(tmp_path: Path) -> None:
+    """flush (and what waits on it: list, delete, a load of a save still queued) waits for the saves
+    made so far, not for a moment when nothing is queued, which a busy host may never have."""
+    store = DuckDBSessions(path=str(tmp_path / "s.duckdb"), linger=0.02)
+    first = await store.save(_envelope("busy", "0"))
+    stop = asyncio.Event()
+
+    async def chatter() -> None:
+        version = first.version
+        while not stop.is_set():
+            version = (await store.save(_envelope("busy", "x", version=version), durable=False)).version
+            await asyncio.sleep(0)  # a save in every turn of the event loop
+
+    task = asyncio.ensure_future(chatter())
+    try:
+        await asyncio.sleep(0.05)
+        for _ in range(3):
+            await asyncio.wait_for(store.flush(), 5)
+            listed = await asyncio.wait_for(store.list(), 5)
+            assert [s.session_id for s in listed] == ["busy"] and listed[0].version > 1
+    finally:
+        stop.set()
+        await task
+    await store.close()
+
+
+async def test_successive_saves_of_a_session_in_one_batch_are_one_row_with_the_same_outcomes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DuckDBSessions(path=str(tmp_path / "s.duckdb"), linger=30.0)
+    base = await store.save(_envelope("a", "0"))
+    written: list[int] = []
+    write = store._write
+
+    def counting(rows: Any) -> Any:
+        written.append(len(rows))
+        return write(rows)
+
+    monkeypatch.setattr(store, "_write", counting)
+    version = base.version
+    for i in range(1, 4):  # queued: they wait for the batch together
+        texts = [str(k) for k in range(i + 1)]
+        version = (await store.save(_envelope("a", *texts, version=version), durable=False)).version
+    assert await store.load("b") is None  # (known absent: its first save can be queued too)
+    await store.save(_envelope("b", "new"), durable=False)
+    with pytest.raises(VersionConflictError) as caught:  # a stale writer in the same batch (durable: sent now)
+        await store.save(_envelope("a", "stale", version=base.version))
+    assert (caught.value.expected, caught.value.found) == (1, 4)
+    assert written == [3]  # a's chain of three saves, b, and the stale save: three rows
+    await store.close()
+    reopened = DuckDBSessions(path=str(tmp_path / "s.duckdb"))
+    loaded = await reopened.load("a")
+    assert loaded is not None and loaded.version == 4
+    assert [m.item.text for m in loaded.conversation_obj().messages] == ["0", "1", "2", "3"]
     await reopened.close()
