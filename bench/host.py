@@ -6,7 +6,8 @@ For each shape (``pooled``: an agent factory, one instance per session; ``shared
 runs serialized globally) it starts a host in a subprocess — the `footprint serve` defaults:
 sessions and recordings in one DuckDB file, ``exit`` durability, a FunctionModel agent — and
 drives it from a separate load-generator process (keep-alive HTTP/1.1 connections over asyncio
-streams, loopback only, a bounded number of requests):
+streams, loopback only, a bounded number of requests; each phase opens its connections before its
+clock starts):
 
 1. ``bare``: 100 concurrent clients x 10 requests to a bare ASGI endpoint on the same server
    (no FastAPI, no agent): the ceiling of this server and this load generator;
@@ -129,10 +130,11 @@ class Connection:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
+    async def connect(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+
     async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-        assert self.reader is not None
+        assert self.reader is not None and self.writer is not None
         head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode()
         self.writer.write(head + body)
@@ -154,11 +156,13 @@ async def _drive(port: int, phase: str, sessions: int, turns: int, think: float,
     failures = 0
     rng = random.Random(7)
     loop = asyncio.get_running_loop()
+    connections = [Connection(port) for _ in range(sessions)]
+    await asyncio.gather(*(c.connect() for c in connections))  # before the clock starts: turns, not handshakes
     started = loop.time()
 
     async def session(n: int) -> None:
         nonlocal failures
-        con = Connection(port)
+        con = connections[n]
         due = started + rng.uniform(0, think)  # paced sessions start spread over one think time
         try:
             for t in range(turns):
