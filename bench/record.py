@@ -265,8 +265,8 @@ def build_synthetic(path: str, runs: int) -> int:
     # packed one row per stage as the recorder writes them (tracer._schema)
     con.execute(f"""
         INSERT INTO fp_snapshot
-        SELECT run_id, stage_id, string_agg(item_hash, chr(31) ORDER BY p),
-               string_agg(origin, chr(31) ORDER BY p), repeat('1', count(*)::INTEGER), ''
+        SELECT run_id, stage_id, string_agg(item_hash || chr(27) || origin, chr(31) ORDER BY p),
+               repeat('1', count(*)::INTEGER), ''
         FROM (
             SELECT r, k, p, printf('r-%012x-%010x', {base_ms} + r, r) AS run_id,
                    printf('s-%012x-%010x', {base_ms} + r, r * 10 + k) AS stage_id,

@@ -41,7 +41,7 @@ from ._records import (
     StageStatus,
 )
 from ._redaction import RedactionPolicy
-from ._rows import add_snapshot, item_row, json_text, pack_edges, pack_hashes
+from ._rows import SnapshotPacker, item_row, json_text, pack_edges, pack_hashes
 from ._store import Store
 from ._writer import Bundle
 from .errors import RecordingError
@@ -77,6 +77,7 @@ class Recorder:
         self.redaction = redaction if redaction is not None else RedactionPolicy()
         self._redacted: dict[str, Item | None] = {}  # item hash -> its redacted form (None: unchanged)
         self._sent: dict[str, str] = {}  # item hash -> stored hash, for items already handed to the writer
+        self._snapshots = SnapshotPacker(self._sent, self._stored_hash)
         self._policy_json: tuple[RedactionPolicy, str | None] | None = None  # (policy, its JSON) cache
         self.listeners: list[RecordingListener] = list(listeners)
 
@@ -173,6 +174,7 @@ class Recorder:
             # which the writer skips as already stored; the bound keeps memory flat
             if len(self._sent) > _CACHE_SIZE:
                 self._sent.clear()
+                self._snapshots.forget()
             self._sent[item.hash] = stored_hash
         return stored_hash
 
@@ -361,7 +363,7 @@ class StageRecording:
             None if error is None else policy.text(error), edges, outputs,
         )]
         if self._inputs or self._dropped:
-            add_snapshot(bundle, run_id, self.id, self._inputs, self._dropped, recorder._sent, recorder._stored_hash)
+            recorder._snapshots.add(bundle, run_id, self.id, self._inputs, self._dropped)
         recorder._submit(bundle)
         if recorder.listeners:
             recorder._notify("stage_closed", self._recorded(str(status), ended_at, error))
@@ -418,6 +420,7 @@ class NullRecorder(Recorder):
         self.redaction = RedactionPolicy.none()
         self._redacted = {}
         self._sent = {}
+        self._snapshots = SnapshotPacker(self._sent, self._stored_hash)
         self._policy_json = None
         self.listeners = []
 

@@ -193,6 +193,8 @@ class ContextItem:
 
     item: Item
     origin: Origin
+    # a recorder's packed snapshot entry for this item, with the recorder's token (see tracer._rows)
+    _entry: tuple[object, str] | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def kind(self) -> str:

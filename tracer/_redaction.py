@@ -127,7 +127,10 @@ class RedactionPolicy:
         if needles is None or self.hook is not None or not json_text.isascii() or "\\u" in json_text:
             return True
         lowered = json_text.lower()
-        return any(needle in lowered for needle in needles) or self._may_match(json_text, lowered)
+        for needle in needles:
+            if needle in lowered:
+                return True
+        return self._may_match(json_text, lowered)
 
     def _may_match(self, value: str, lowered: str | None = None) -> bool:
         """False when ``value`` (ASCII; ``lowered`` its lower case, if known) holds none of the

@@ -25,17 +25,22 @@ def item_row(item: Item) -> tuple[Any, ...]:
 _PACKING = re.compile("[\x1a-\x1f]")  # the separators of a packed snapshot (tracer._schema)
 
 
+def _holds_separator(text: str) -> bool:
+    """True when ``text`` holds one of the packed snapshot's separators (a printable text cannot)."""
+    return not text.isprintable() and _PACKING.search(text) is not None
+
+
 def pack_edges(edges: Sequence[tuple[str, str]]) -> str | None:
     """A stage's incoming edges (source, kind) packed for ``fp_stage.edges``; None when a value
     holds a separator (the edges then go to ``fp_edge`` row by row)."""
-    if _PACKING.search("".join([src + kind for src, kind in edges])):
+    if _holds_separator("".join([src + kind for src, kind in edges])):
         return None
     return ENTRY_SEP.join([f"{src}{FIELD_SEP}{kind}" for src, kind in edges])
 
 
 def pack_hashes(hashes: Sequence[str]) -> str | None:
     """A stage's output hashes packed for ``fp_stage.outputs``; None when one holds a separator."""
-    return None if "" in hashes or _PACKING.search("".join(hashes)) else ENTRY_SEP.join(hashes)
+    return None if "" in hashes or _holds_separator("".join(hashes)) else ENTRY_SEP.join(hashes)
 
 
 def _pack_origin(origin: Origin) -> str:
@@ -43,46 +48,71 @@ def _pack_origin(origin: Origin) -> str:
     field holds a separator (its snapshot then goes row by row)."""
     fields = (origin.kind, origin.run_id, origin.stage_id, origin.source)
     packed = FIELD_SEP.join([FIELD_NULL if v is None else v for v in fields])
-    if _PACKING.search("".join([v for v in fields if v is not None])):
+    if _holds_separator("".join([v for v in fields if v is not None])):
         packed = ""
     object.__setattr__(origin, "_packed", packed)
     return packed
 
 
-def add_snapshot(
-    bundle: Bundle,
-    run_id: str,
-    stage_id: str,
-    items: Sequence[ContextItem],
-    dropped: Sequence[tuple[ContextItem, str]],
-    sent: Mapping[str, str],
-    stored_hash: Callable[[Item, Bundle], str],
-) -> None:
-    """A stage's snapshot (``items`` sent, then ``dropped`` with why) into ``bundle`` as one packed
-    ``fp_snapshot`` row (see ``tracer._schema``): the work per entry is a dictionary lookup and two
-    joins.
+class SnapshotPacker:
+    """Packs stages' snapshots into ``fp_snapshot`` rows for one recorder.
 
-    ``sent`` maps the hashes of items already handed to the writer to their stored hashes;
-    ``stored_hash`` adds a new item's row to the bundle and returns its stored hash.
+    An entry (an item's stored hash and its origin's fields) is packed once and kept on its
+    :class:`ContextItem` with this packer's token: a conversation's items reappear in every later
+    snapshot, so packing a snapshot is mostly one attribute read per entry and a join. The token
+    changes when the recorder forgets which items it sent (``forget``), since a kept entry stands
+    for "this item's row was sent".
     """
-    entries = [*items, *(ci for ci, _ in dropped)] if dropped else items
-    hash_list = [sent.get(ci.item.hash) or stored_hash(ci.item, bundle) for ci in entries]
-    hashes = ENTRY_SEP.join(hash_list)
-    origins = [ci.origin._packed or _pack_origin(ci.origin) for ci in entries]
-    if dropped:
-        reasons = [reason for _, reason in dropped]
-        packed_dropped = ENTRY_SEP.join([FIELD_NULL] * len(items) + reasons)
-        unpackable = "" in reasons or _PACKING.search("".join(reasons)) is not None
-    else:
-        packed_dropped, unpackable = "", False
-    if not unpackable and "" not in origins and not _PACKING.search("".join(hash_list)):
-        flags = "1" * len(items) + "0" * len(dropped)
-        row = (run_id, stage_id, hashes, ENTRY_SEP.join(origins), flags, packed_dropped)
-        bundle.rows.setdefault("fp_snapshot", []).append(row)
-        return
-    rows = bundle.rows.setdefault("fp_entry", [])  # a value holds a separator: these rows go one by one
-    for position, (ci, item_hash) in enumerate(zip(entries, hash_list, strict=True)):
-        o = ci.origin
-        included = position < len(items)
-        reason = None if included else dropped[position - len(items)][1]
-        rows.append((run_id, stage_id, position, item_hash, o.kind, o.run_id, o.stage_id, o.source, included, reason))
+
+    def __init__(self, sent: Mapping[str, str], stored_hash: Callable[[Item, Bundle], str]) -> None:
+        self._sent = sent  # item hash -> stored hash, for items already handed to the writer
+        self._stored_hash = stored_hash  # adds a new item's row to a bundle; returns its stored hash
+        self._token = object()
+
+    def forget(self) -> None:
+        """The recorder forgot the items it sent: entries packed so far no longer count."""
+        self._token = object()
+
+    def add(
+        self,
+        bundle: Bundle,
+        run_id: str,
+        stage_id: str,
+        items: Sequence[ContextItem],
+        dropped: Sequence[tuple[ContextItem, str]],
+    ) -> None:
+        """A stage's snapshot (``items`` sent, then ``dropped`` with why) into ``bundle``: one
+        ``fp_snapshot`` row, or (a value holding a separator) ``fp_entry`` rows one by one."""
+        entries = [*items, *(ci for ci, _ in dropped)] if dropped else items
+        token = self._token
+        packed = [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle) for ci in entries]
+        if dropped:
+            reasons = [reason for _, reason in dropped]
+            packed_dropped = ENTRY_SEP.join([FIELD_NULL] * len(items) + reasons)
+            unpackable = "" in reasons or _holds_separator("".join(reasons))
+        else:
+            packed_dropped, unpackable = "", False
+        if not unpackable and "" not in packed:
+            flags = "1" * len(items) + "0" * len(dropped)
+            bundle.rows.setdefault("fp_snapshot", []).append(
+                (run_id, stage_id, ENTRY_SEP.join(packed), flags, packed_dropped))
+            return
+        rows = bundle.rows.setdefault("fp_entry", [])  # a value holds a separator: these rows go one by one
+        for position, ci in enumerate(entries):
+            o = ci.origin
+            included = position < len(items)
+            reason = None if included else dropped[position - len(items)][1]
+            item_hash = self._sent.get(ci.item.hash) or self._stored_hash(ci.item, bundle)
+            rows.append((run_id, stage_id, position, item_hash, o.kind, o.run_id, o.stage_id, o.source, included,
+                         reason))
+
+    def _entry(self, ci: ContextItem, bundle: Bundle) -> str:
+        """The packed entry of ``ci`` (its item's row joins ``bundle`` if not sent yet), kept on it;
+        "" when a value holds a separator."""
+        item_hash = self._sent.get(ci.item.hash) or self._stored_hash(ci.item, bundle)
+        origin = ci.origin._packed or _pack_origin(ci.origin)
+        if not origin or _holds_separator(item_hash):
+            return ""
+        entry = f"{item_hash}{FIELD_SEP}{origin}"
+        object.__setattr__(ci, "_entry", (self._token, entry))
+        return entry

@@ -13,8 +13,9 @@ Tables are private (``fp_*``); the views are the public face that any DuckDB cli
 ``outputs``   one row per item a stage produced: run_id, stage_id, position, item_hash, kind, text.
 ``items``     every stored item once: hash, kind, text, body, size.
 
-A snapshot is stored as one ``fp_snapshot`` row per stage: its item hashes, origins, flags and
-dropped-by reasons each packed into one string (control characters between entries and fields),
+A snapshot is stored as one ``fp_snapshot`` row per stage: its entries (each an item hash and its
+origin's fields), included flags and dropped-by reasons each packed into one string (control
+characters between entries and fields),
 so recording an inference writes one row instead of one per context item — the per-row work
 DuckDB does on insert was most of the cost of recording. In the same way a stage's row carries its
 incoming edges (``fp_stage.edges``: source and kind per edge) and its outputs' hashes
@@ -52,7 +53,7 @@ CREATE TABLE IF NOT EXISTS fp_entry (
     dropped_by VARCHAR
 );
 CREATE TABLE IF NOT EXISTS fp_snapshot (
-    run_id VARCHAR, stage_id VARCHAR, hashes VARCHAR, origins VARCHAR, flags VARCHAR, dropped VARCHAR
+    run_id VARCHAR, stage_id VARCHAR, entries VARCHAR, flags VARCHAR, dropped VARCHAR
 );
 CREATE TABLE IF NOT EXISTS fp_output (
     run_id VARCHAR, stage_id VARCHAR, position INTEGER, item_hash VARCHAR
@@ -90,16 +91,15 @@ CREATE OR REPLACE VIEW fp_outputs AS
     UNION ALL
     SELECT run_id, stage_id, position, item_hash FROM fp_output;
 CREATE OR REPLACE VIEW fp_entries AS
-    SELECT run_id, stage_id, (pos - 1)::INTEGER AS position, item_hash,
-           nullif(o[1], chr(26)) AS origin_kind, nullif(o[2], chr(26)) AS origin_run,
-           nullif(o[3], chr(26)) AS origin_stage, nullif(o[4], chr(26)) AS origin_source,
+    SELECT run_id, stage_id, (pos - 1)::INTEGER AS position, e[1] AS item_hash,
+           nullif(e[2], chr(26)) AS origin_kind, nullif(e[3], chr(26)) AS origin_run,
+           nullif(e[4], chr(26)) AS origin_stage, nullif(e[5], chr(26)) AS origin_source,
            flags[pos] = '1' AS included,
            CASE WHEN dropped = '' THEN NULL ELSE nullif(d[pos], chr(26)) END AS dropped_by
     FROM (
         SELECT run_id, stage_id, flags, dropped, string_split(dropped, chr(31)) AS d,
-               generate_subscripts(string_split(hashes, chr(31)), 1) AS pos,
-               unnest(string_split(hashes, chr(31))) AS item_hash,
-               string_split(unnest(string_split(origins, chr(31))), chr(27)) AS o
+               generate_subscripts(string_split(entries, chr(31)), 1) AS pos,
+               string_split(unnest(string_split(entries, chr(31))), chr(27)) AS e
         FROM fp_snapshot
     )
     UNION ALL
@@ -139,13 +139,13 @@ MIGRATIONS: dict[int, str] = {
     # stage, and edges and outputs into their stage's row (a value holding a separator stays a row)
     1: """
 CREATE TABLE fp_snapshot (
-    run_id VARCHAR, stage_id VARCHAR, hashes VARCHAR, origins VARCHAR, flags VARCHAR, dropped VARCHAR
+    run_id VARCHAR, stage_id VARCHAR, entries VARCHAR, flags VARCHAR, dropped VARCHAR
 );
 INSERT INTO fp_snapshot
 SELECT run_id, stage_id,
-       string_agg(item_hash, chr(31) ORDER BY position),
-       string_agg(concat_ws(chr(27), origin_kind, coalesce(origin_run, chr(26)), coalesce(origin_stage, chr(26)),
-                            coalesce(origin_source, chr(26))), chr(31) ORDER BY position),
+       string_agg(concat_ws(chr(27), item_hash, coalesce(origin_kind, chr(26)), coalesce(origin_run, chr(26)),
+                            coalesce(origin_stage, chr(26)), coalesce(origin_source, chr(26))),
+                  chr(31) ORDER BY position),
        string_agg(CASE WHEN included THEN '1' ELSE '0' END, '' ORDER BY position),
        CASE WHEN bool_and(dropped_by IS NULL) THEN ''
             ELSE string_agg(coalesce(dropped_by, chr(26)), chr(31) ORDER BY position) END

@@ -58,8 +58,8 @@ COLUMN_TYPES: dict[str, tuple[tuple[str, str], ...]] = {
         ("origin_source", "VARCHAR"), ("included", "BOOLEAN"), ("dropped_by", "VARCHAR"),
     ),
     "fp_snapshot": (
-        ("run_id", "VARCHAR"), ("stage_id", "VARCHAR"), ("hashes", "VARCHAR"), ("origins", "VARCHAR"),
-        ("flags", "VARCHAR"), ("dropped", "VARCHAR"),
+        ("run_id", "VARCHAR"), ("stage_id", "VARCHAR"), ("entries", "VARCHAR"), ("flags", "VARCHAR"),
+        ("dropped", "VARCHAR"),
     ),
     "fp_output": (("run_id", "VARCHAR"), ("stage_id", "VARCHAR"), ("position", "INTEGER"), ("item_hash", "VARCHAR")),
 }

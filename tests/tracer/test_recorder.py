@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -217,4 +218,45 @@ def test_redaction_policy_is_stored_on_the_run(tmp_path: Path) -> None:
     store.flush()
     stored = store.get_run(run.id).redaction
     assert "ssn" in stored["keys"] and r"\d{3}-\d{2}-\d{4}" in stored["patterns"]
+    store.close()
+
+
+def test_context_items_shared_by_two_recorders_reach_both_stores(tmp_path: Path) -> None:
+    """A snapshot entry is packed once per recorder: another recorder (store) still gets the item rows."""
+    shared = [ContextItem(Item.of_text("user", f"message {n}"), Origin("user", source="input")) for n in range(3)]
+    for name in ("one", "two", "one-again"):
+        store = Store.open(tmp_path / f"{name}.duckdb")
+        recorder = Recorder(store)
+        for _ in range(2):  # the second snapshot uses the entries packed for the first
+            run = recorder.start_run(agent="a", input="x")
+            with run.stage("inference") as stage:
+                stage.inputs(shared)
+            run.end("answered")
+        store.flush()
+        data = store.load_run(run.id)
+        assert [e.item_hash for e in data.inputs[stage.id]] == [ci.item.hash for ci in shared]
+        assert set(data.items) == {ci.item.hash for ci in shared}
+        store.close()
+
+
+def test_a_recorder_that_forgot_what_it_sent_sends_the_items_again(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s.duckdb")
+    recorder = Recorder(store)
+    shared = [ContextItem(Item.of_text("user", "hello"), Origin("user"))]
+    with recorder.start_run(agent="a", input="x").stage("inference") as stage:
+        stage.inputs(shared)
+    store.flush()
+    recorder._sent.clear()
+    recorder._snapshots.forget()
+    bundle_rows: list[str] = []
+    original = store.submit
+
+    def spy(bundle: Any) -> None:
+        bundle_rows.extend(bundle.rows)
+        original(bundle)
+
+    store.submit = spy  # type: ignore[method-assign]
+    with recorder.start_run(agent="a", input="x").stage("inference") as stage:
+        stage.inputs(shared)
+    assert "fp_item" in bundle_rows  # sent again, since the recorder no longer knows it sent it
     store.close()
