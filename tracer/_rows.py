@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._records import ContextItem, Item, Origin
+from ._records import ContextItem, Edge, Item, Origin, SnapshotEntry
 from ._redaction import encode_json
 from ._schema import ENTRY_SEP, FIELD_NULL, FIELD_SEP
 from ._writer import Bundle
@@ -116,3 +116,37 @@ class SnapshotPacker:
         entry = f"{item_hash}{FIELD_SEP}{origin}"
         object.__setattr__(ci, "_entry", (self._token, entry))
         return entry
+
+
+# ---------------------------------------------------------------------- reading packed rows back
+
+
+def unpack_edges(run_id: str, dst: str, packed: str) -> list[Edge]:
+    """The edges packed in stage ``dst``'s row (``fp_stage.edges``)."""
+    if not packed:
+        return []
+    return [Edge(run_id, src, dst, kind) for src, _, kind in (e.partition(FIELD_SEP) for e in packed.split(ENTRY_SEP))]
+
+
+def unpack_hashes(packed: str) -> list[str]:
+    """The output hashes packed in a stage's row (``fp_stage.outputs``)."""
+    return packed.split(ENTRY_SEP) if packed else []
+
+
+def unpack_snapshot(entries: str, flags: str, dropped: str, origins: dict[str, Origin]) -> list[SnapshotEntry]:
+    """The entries of a packed ``fp_snapshot`` row. ``origins`` interns the origins read so far
+    (a conversation's items come from few places), and each keeps its packed form."""
+    if not entries:
+        return []
+    reasons = dropped.split(ENTRY_SEP) if dropped else None
+    out = []
+    for position, entry in enumerate(entries.split(ENTRY_SEP)):
+        item_hash, _, packed = entry.partition(FIELD_SEP)
+        origin = origins.get(packed)
+        if origin is None:
+            kind, run, stage, source = (None if v == FIELD_NULL else v for v in packed.split(FIELD_SEP))
+            origin = origins[packed] = Origin(kind or "", run, stage, source)
+            object.__setattr__(origin, "_packed", packed)
+        reason = None if reasons is None or reasons[position] == FIELD_NULL else reasons[position]
+        out.append(SnapshotEntry(position, item_hash, origin, flags[position] == "1", reason))
+    return out

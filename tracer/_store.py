@@ -20,6 +20,7 @@ from typing import Any
 import duckdb
 
 from ._records import Edge, Item, Origin, Run, SnapshotEntry, Stage
+from ._rows import unpack_edges, unpack_hashes, unpack_snapshot
 from ._rundata import RunData
 from ._schema import APPLICATION, INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
 from ._writer import Bundle, Writer
@@ -88,6 +89,9 @@ _RUN_COLUMNS = (
 # and filters inside the one or two left. An equality is answered from the run_id index instead,
 # which fetches row by row: ~30 ms for the 600 edges of a long run, against ~2.
 _ONE_RUN = "run_id >= ? AND run_id < ? || chr(0)"
+_STAGE_COLUMNS = (
+    "id, run_id, seq, kind, name, status, started_at, ended_at, parent_id, attributes, error, edges, outputs, rowid"
+)
 
 
 class Store:
@@ -104,6 +108,7 @@ class Store:
         self._closed = False
         self._lock = threading.Lock()
         self._writer: Writer | None = None if read_only else Writer(con, path)
+        self._plain_rows: bool | None = None  # see _has_plain_rows
         _open_stores.add(self)
 
     # ----------------------------------------------------------------- opening
@@ -399,35 +404,17 @@ class Store:
         if snapshots is None:
             return self.load_runs([run_id])[run_id]
         wanted = list(dict.fromkeys(snapshots))
-        run = self.get_run(run_id)
+        data = RunData(run=self.get_run(run_id), stages=[], edges=[])
+        loaded = {run_id: data}
         cur = self.cursor()
         try:
-            stage_rows = cur.execute(
-                "SELECT id, run_id, seq, kind, name, status, started_at, ended_at, parent_id, attributes, error "
-                f"FROM fp_stage WHERE {_ONE_RUN} ORDER BY seq",
-                [run_id, run_id],
-            ).fetchall()
-            edge_rows = cur.execute(
-                f"SELECT run_id, src, dst, kind FROM fp_edges WHERE {_ONE_RUN}", [run_id, run_id]
-            ).fetchall()
-            output_rows = cur.execute(
-                f"SELECT stage_id, item_hash FROM fp_outputs WHERE {_ONE_RUN} ORDER BY stage_id, position",
-                [run_id, run_id],
-            ).fetchall()
+            self._read_outline(cur, loaded, _ONE_RUN, [run_id, run_id])
+            if wanted:
+                data.inputs = self._read_snapshots(
+                    cur, f"{_ONE_RUN} AND stage_id IN (SELECT unnest(?))", [run_id, run_id, wanted]
+                ).get(run_id, {})
         finally:
             cur.close()
-        data = RunData(
-            run=run,
-            stages=[
-                Stage(id=r[0], run_id=r[1], seq=r[2], kind=r[3], name=r[4], status=r[5], started_at=r[6],
-                      ended_at=r[7], parent_id=r[8], attributes=_loads(r[9]) or {}, error=r[10])
-                for r in stage_rows
-            ],
-            edges=[Edge(*r) for r in edge_rows],
-        )
-        for stage_id, item_hash in output_rows:
-            data.outputs.setdefault(stage_id, []).append(item_hash)
-        data.inputs = self._entries(run_id, wanted)
         hashes = {e.item_hash for es in data.inputs.values() for e in es}
         hashes.update(h for stage_id in wanted for h in data.outputs.get(stage_id, ()))
         data.items = self.items(hashes)
@@ -444,27 +431,82 @@ class Store:
         make these stages as whole as a full read would.
         """
         wanted = list(dict.fromkeys(stage_ids))
-        inputs = self._entries(run_id, wanted)
-        hashes = {e.item_hash for es in inputs.values() for e in es}
-        if wanted:
-            hashes.update(r[0] for r in self.query(
-                f"SELECT item_hash FROM fp_outputs WHERE {_ONE_RUN} AND stage_id IN (SELECT unnest(?))",
-                [run_id, run_id, wanted]))
+        if not wanted:
+            return {}, {}
+        cur = self.cursor()
+        try:
+            params = [run_id, run_id, wanted]
+            inputs = self._read_snapshots(cur, f"{_ONE_RUN} AND stage_id IN (SELECT unnest(?))", params).get(run_id, {})
+            outputs = cur.execute(
+                f"SELECT outputs FROM fp_stage WHERE {_ONE_RUN} AND id IN (SELECT unnest(?))", params
+            ).fetchall()
+            hashes = {h for (packed,) in outputs for h in unpack_hashes(packed or "")}
+            if self._has_plain_rows():
+                hashes.update(r[0] for r in cur.execute(
+                    f"SELECT item_hash FROM fp_output WHERE {_ONE_RUN} AND stage_id IN (SELECT unnest(?))", params
+                ).fetchall())
+        finally:
+            cur.close()
+        hashes.update(e.item_hash for es in inputs.values() for e in es)
         return inputs, self.items(hashes)
 
-    def _entries(self, run_id: str, stage_ids: list[str]) -> dict[str, list[SnapshotEntry]]:
-        inputs: dict[str, list[SnapshotEntry]] = {}
-        if not stage_ids:
-            return inputs
-        rows = self.query(
-            "SELECT stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source, included, "
-            f"dropped_by FROM fp_entries WHERE {_ONE_RUN} AND stage_id IN (SELECT unnest(?)) "
-            "ORDER BY stage_id, position",
-            [run_id, run_id, stage_ids],
-        )
+    def _read_outline(self, cur: duckdb.DuckDBPyConnection, loaded: dict[str, RunData], where: str,
+                      params: list[Any]) -> None:
+        """The stages, edges and outputs of the runs in ``loaded`` (their rows matched by ``where``)."""
+        rows = cur.execute(f"SELECT {_STAGE_COLUMNS} FROM fp_stage WHERE {where} ORDER BY run_id, seq", params).fetchall()
         for r in rows:
-            inputs.setdefault(r[0], []).append(SnapshotEntry(r[1], r[2], Origin(r[3], r[4], r[5], r[6]), bool(r[7]), r[8]))
-        return inputs
+            loaded[r[1]].stages.append(Stage(
+                id=r[0], run_id=r[1], seq=r[2], kind=r[3], name=r[4], status=r[5], started_at=r[6],
+                ended_at=r[7], parent_id=r[8], attributes=_loads(r[9]) or {}, error=r[10],
+            ))
+        for r in sorted(rows, key=lambda r: r[13]):  # edges in the order their stages were recorded
+            if r[11]:
+                loaded[r[1]].edges.extend(unpack_edges(r[1], r[0], r[11]))
+        for r in sorted(rows, key=lambda r: r[0]):
+            if r[12]:
+                loaded[r[1]].outputs[r[0]] = unpack_hashes(r[12])
+        if self._has_plain_rows():
+            for r in cur.execute(f"SELECT run_id, src, dst, kind FROM fp_edge WHERE {where}", params).fetchall():
+                loaded[r[0]].edges.append(Edge(*r))
+            output_rows = cur.execute(
+                f"SELECT run_id, stage_id, item_hash FROM fp_output WHERE {where} ORDER BY stage_id, position", params
+            ).fetchall()
+            for r in output_rows:
+                loaded[r[0]].outputs.setdefault(r[1], []).append(r[2])
+
+    def _read_snapshots(
+        self, cur: duckdb.DuckDBPyConnection, where: str, params: list[Any]
+    ) -> dict[str, dict[str, list[SnapshotEntry]]]:
+        """The snapshots of the stages matched by ``where``: run id -> stage id -> entries."""
+        found: dict[str, dict[str, list[SnapshotEntry]]] = {}
+        origins: dict[str, Origin] = {}
+        rows = cur.execute(
+            f"SELECT run_id, stage_id, entries, flags, dropped FROM fp_snapshot WHERE {where} ORDER BY stage_id",
+            params,
+        ).fetchall()
+        for run_id, stage_id, entries, flags, dropped in rows:
+            found.setdefault(run_id, {})[stage_id] = unpack_snapshot(entries, flags, dropped, origins)
+        if self._has_plain_rows():
+            plain = cur.execute(
+                "SELECT run_id, stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source, "
+                f"included, dropped_by FROM fp_entry WHERE {where} ORDER BY stage_id, position",
+                params,
+            ).fetchall()
+            for r in plain:
+                found.setdefault(r[0], {}).setdefault(r[1], []).append(
+                    SnapshotEntry(r[2], r[3], Origin(r[4], r[5], r[6], r[7]), bool(r[8]), r[9]))
+        return found
+
+    def _has_plain_rows(self) -> bool:
+        """Whether an edge, output or snapshot entry is stored row by row (a value that holds a
+        separator): rare, so reads skip those tables until one is."""
+        if self._plain_rows is None:  # what the file held when first asked
+            self._plain_rows = bool(self.query(
+                "SELECT EXISTS (FROM fp_edge) OR EXISTS (FROM fp_output) OR EXISTS (FROM fp_entry)")[0][0])
+        if not self._plain_rows and self._writer is not None:  # what this process wrote since
+            written = self._writer.stats
+            self._plain_rows = any(written.get(t) for t in ("fp_edge", "fp_output", "fp_entry"))
+        return self._plain_rows
 
     def load_runs(self, run_ids: Iterable[str]) -> dict[str, RunData]:
         """Everything recorded about several runs, in one query per table (a NotFoundError names a missing run).
@@ -485,39 +527,14 @@ class Store:
         # inside them; the IN list alone is evaluated as a join, three times slower at 1M stages.
         where = f"run_id BETWEEN ? AND ? AND run_id IN ({marks})"
         params = [min(ids), max(ids), *ids]
+        loaded = {i: RunData(run=runs[i], stages=[], edges=[]) for i in ids}
         cur = self.cursor()
         try:
-            stage_rows = cur.execute(
-                "SELECT id, run_id, seq, kind, name, status, started_at, ended_at, parent_id, attributes, error "
-                f"FROM fp_stage WHERE {where} ORDER BY run_id, seq",
-                params,
-            ).fetchall()
-            edge_rows = cur.execute(f"SELECT run_id, src, dst, kind FROM fp_edges WHERE {where}", params).fetchall()
-            entry_rows = cur.execute(
-                "SELECT run_id, stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source, "
-                f"included, dropped_by FROM fp_entries WHERE {where} ORDER BY stage_id, position",
-                params,
-            ).fetchall()
-            output_rows = cur.execute(
-                f"SELECT run_id, stage_id, item_hash FROM fp_outputs WHERE {where} ORDER BY stage_id, position",
-                params,
-            ).fetchall()
+            self._read_outline(cur, loaded, where, params)
+            for run_id, inputs in self._read_snapshots(cur, where, params).items():
+                loaded[run_id].inputs = inputs
         finally:
             cur.close()
-        loaded = {i: RunData(run=runs[i], stages=[], edges=[]) for i in ids}
-        for r in stage_rows:
-            loaded[r[1]].stages.append(Stage(
-                id=r[0], run_id=r[1], seq=r[2], kind=r[3], name=r[4], status=r[5], started_at=r[6],
-                ended_at=r[7], parent_id=r[8], attributes=_loads(r[9]) or {}, error=r[10],
-            ))
-        for r in edge_rows:
-            loaded[r[0]].edges.append(Edge(*r))
-        for r in entry_rows:
-            loaded[r[0]].inputs.setdefault(r[1], []).append(
-                SnapshotEntry(r[2], r[3], Origin(r[4], r[5], r[6], r[7]), bool(r[8]), r[9])
-            )
-        for r in output_rows:
-            loaded[r[0]].outputs.setdefault(r[1], []).append(r[2])
         wanted = {e.item_hash for d in loaded.values() for es in d.inputs.values() for e in es}
         wanted.update(h for d in loaded.values() for hs in d.outputs.values() for h in hs)
         items = self.items(wanted)
