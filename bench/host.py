@@ -58,13 +58,6 @@ TARGET_P99_MS, TARGET_VS_BARE, TARGET_MEMORY_GROWTH = 50.0, 0.3, 2.0
 # ---------------------------------------------------------------------------- the host process
 
 
-class _Forgetful(list):  # type: ignore[type-arg]
-    """A list that keeps nothing appended to it."""
-
-    def append(self, _: object) -> None:
-        pass
-
-
 def serve(shape: str, db: str) -> None:
     """Run the host (and a bare endpoint beside it) on 127.0.0.1, port 0; print the port."""
     import socket
@@ -83,8 +76,7 @@ def serve(shape: str, db: str) -> None:
     def answer(request: ModelRequest) -> str:
         return f"echo: {request.last_user_text()}"
 
-    model = FunctionModel(answer, name="echo")
-    model.requests = _Forgetful()  # it keeps every request for tests to inspect: not in a long-running host
+    model = FunctionModel(answer, name="echo", keep_requests=0)  # a long-running host keeps no request history
 
     def build() -> Agent:
         return Agent("bench", provider=model, recorder=recorder)

@@ -55,7 +55,7 @@ async def run_mode(mode: str, runs: int, rounds: int, workdir: Path) -> dict[str
     if mode != "off":
         store = Store.open(workdir / f"{mode}-{time.monotonic_ns()}.duckdb")
         recorder = Recorder(store, durability=mode)
-    model = ScriptedModel(script(rounds), repeat=True)
+    model = ScriptedModel(script(rounds), repeat=True, keep_requests=0)
     agent = Agent("bench", provider=model, tools=[noop], recorder=recorder, max_turns=rounds + 5)
     cpu = time.thread_time()
     start = time.perf_counter()

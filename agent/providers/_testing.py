@@ -70,7 +70,29 @@ def _as_response(value: Scripted, request: ModelRequest, name: str) -> ModelResp
     )
 
 
-class ScriptedModel(Provider):
+class _KeepsRequests:
+    """``requests`` holds the last ``keep_requests`` requests received (all of a test's, by default;
+    a long-running host or benchmark keeps few or none), ``calls_made`` counts every one."""
+
+    def __init__(self, keep_requests: int) -> None:
+        self.requests: list[ModelRequest] = []
+        self.keep_requests = keep_requests
+        self._calls = 0
+
+    def _received(self, request: ModelRequest) -> None:
+        self._calls += 1
+        if self.keep_requests > 0:
+            self.requests.append(request)
+            if len(self.requests) > self.keep_requests:
+                del self.requests[0]
+
+    @property
+    def calls_made(self) -> int:
+        """How many requests it received."""
+        return self._calls
+
+
+class ScriptedModel(_KeepsRequests, Provider):
     """Answers with the scripted responses in order; ``requests`` keeps what each call received.
 
     When the script runs out it raises a ProviderError naming the call, unless ``repeat`` is set.
@@ -78,15 +100,15 @@ class ScriptedModel(Provider):
 
     name = "scripted"
 
-    def __init__(self, responses: Iterable[Scripted], *, repeat: bool = False) -> None:
+    def __init__(self, responses: Iterable[Scripted], *, repeat: bool = False, keep_requests: int = 10_000) -> None:
+        super().__init__(keep_requests)
         self.responses: list[Scripted] = list(responses)
         self.repeat = repeat
-        self.requests: list[ModelRequest] = []
         self._next = 0
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """The next scripted response."""
-        self.requests.append(request)
+        self._received(request)
         if self._next >= len(self.responses):
             if not self.repeat or not self.responses:
                 raise ProviderError(
@@ -98,29 +120,24 @@ class ScriptedModel(Provider):
         self._next += 1
         return _as_response(value, request, self.name)
 
-    @property
-    def calls_made(self) -> int:
-        """How many requests it received."""
-        return len(self.requests)
-
 
 ModelFunction = Callable[[ModelRequest], Scripted | Awaitable[Scripted]]
 
 
-class FunctionModel(Provider):
+class FunctionModel(_KeepsRequests, Provider):
     """Answers with ``fn(request)`` (sync or async), so it can read the context it was sent."""
 
     name = "function"
 
-    def __init__(self, fn: ModelFunction, *, name: str | None = None) -> None:
+    def __init__(self, fn: ModelFunction, *, name: str | None = None, keep_requests: int = 10_000) -> None:
+        super().__init__(keep_requests)
         self.fn = fn
         if name:
             self.name = name
-        self.requests: list[ModelRequest] = []
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """The function's answer."""
-        self.requests.append(request)
+        self._received(request)
         value = self.fn(request)
         if inspect.isawaitable(value):
             value = await value

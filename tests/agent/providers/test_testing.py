@@ -69,3 +69,15 @@ def test_real_model_requests_are_blocked_under_pytest() -> None:
         check_real_model_allowed("openai")
     finally:
         block_real_models(True)
+
+
+async def test_test_models_keep_only_the_requests_they_are_told_to() -> None:
+    """A long-running host on a test model keeps a bounded request history; every call is counted."""
+    keep_two = FunctionModel(lambda request: "ok", keep_requests=2)
+    keep_none = ScriptedModel(["a"], repeat=True, keep_requests=0)
+    requests = [ModelRequest.of([ContextItem(Item.of_text("user", f"q{n}"), Origin("user"))]) for n in range(5)]
+    for request in requests:
+        await keep_two.complete(request)
+        await keep_none.complete(request)
+    assert keep_two.requests == requests[-2:] and keep_two.calls_made == 5
+    assert keep_none.requests == [] and keep_none.calls_made == 5
