@@ -43,7 +43,7 @@ from ._records import (
 from ._redaction import RedactionPolicy
 from ._rows import SnapshotPacker, item_row, json_text, pack_edges, pack_hashes
 from ._store import Store
-from ._writer import Bundle
+from ._writer import Bundle, StageRows
 from .errors import RecordingError
 
 _CACHE_SIZE = 16_384  # items remembered per recorder (redacted forms, hashes sent): bounds memory
@@ -163,7 +163,7 @@ class Recorder:
             self._redacted[item.hash] = cached
         return item if cached is None else cached
 
-    def _stored_hash(self, item: Item, bundle: Bundle) -> str:
+    def _stored_hash(self, item: Item, bundle: Bundle | StageRows) -> str:
         """The stored item's hash; its row joins ``bundle`` unless this recorder sent it lately."""
         stored_hash = self._sent.get(item.hash)
         if stored_hash is None:
@@ -178,7 +178,7 @@ class Recorder:
             self._sent[item.hash] = stored_hash
         return stored_hash
 
-    def _submit(self, bundle: Bundle) -> None:
+    def _submit(self, bundle: Bundle | StageRows) -> None:
         self.store.submit(bundle)
         if self.durability is Durability.SYNC:
             self.store.flush()
@@ -345,23 +345,24 @@ class StageRecording:
         policy = recorder.redaction
         run_id = self.run.id
         ended_at = time.time()
-        rows: dict[str, list[tuple[Any, ...]]] = {}
-        bundle = Bundle(rows)
+        bundle = StageRows()
         edges = pack_edges(self.edges) if self.edges else ""
         if edges is None:  # an id holds a separator: the edges go row by row
-            rows["fp_edge"] = [(run_id, src, self.id, kind) for src, kind in self.edges]
+            for src, kind in self.edges:
+                bundle.add("fp_edge", (run_id, src, self.id, kind))
         outputs: str | None = ""
         if self._outputs:
             sent, stored_hash = recorder._sent, recorder._stored_hash
             hashes = [sent.get(item.hash) or stored_hash(item, bundle) for item in self._outputs]
             outputs = pack_hashes(hashes)
             if outputs is None:
-                rows["fp_output"] = [(run_id, self.id, position, h) for position, h in enumerate(hashes)]
-        rows["fp_stage"] = [(
+                for position, h in enumerate(hashes):
+                    bundle.add("fp_output", (run_id, self.id, position, h))
+        bundle.stage = (
             self.id, run_id, self.seq, self.kind, self.name, str(status), self.started_at, ended_at,
             self.parent_id, policy.json_text(self.attributes) if self.attributes else None,
             None if error is None else policy.text(error), edges, outputs,
-        )]
+        )
         if self._inputs or self._dropped:
             recorder._snapshots.add(bundle, run_id, self.id, self._inputs, self._dropped)
         recorder._submit(bundle)
@@ -429,7 +430,7 @@ class NullRecorder(Recorder):
         """False: nothing is written."""
         return False
 
-    def _submit(self, bundle: Bundle) -> None:
+    def _submit(self, bundle: Bundle | StageRows) -> None:
         return None
 
     def start_run(self, **kwargs: Any) -> RunRecording:

@@ -9,7 +9,7 @@ from typing import Any
 from ._records import ContextItem, Edge, Item, Origin, SnapshotEntry
 from ._redaction import encode_json
 from ._schema import ENTRY_SEP, FIELD_NULL, FIELD_SEP
-from ._writer import Bundle
+from ._writer import Bundle, StageRows
 
 
 def json_text(value: Any) -> str | None:
@@ -64,7 +64,7 @@ class SnapshotPacker:
     for "this item's row was sent".
     """
 
-    def __init__(self, sent: Mapping[str, str], stored_hash: Callable[[Item, Bundle], str]) -> None:
+    def __init__(self, sent: Mapping[str, str], stored_hash: Callable[[Item, Bundle | StageRows], str]) -> None:
         self._sent = sent  # item hash -> stored hash, for items already handed to the writer
         self._stored_hash = stored_hash  # adds a new item's row to a bundle; returns its stored hash
         self._token = object()
@@ -75,7 +75,7 @@ class SnapshotPacker:
 
     def add(
         self,
-        bundle: Bundle,
+        bundle: Bundle | StageRows,
         run_id: str,
         stage_id: str,
         items: Sequence[ContextItem],
@@ -94,19 +94,17 @@ class SnapshotPacker:
             packed_dropped, unpackable = "", False
         if not unpackable and "" not in packed:
             flags = "1" * len(items) + "0" * len(dropped)
-            bundle.rows.setdefault("fp_snapshot", []).append(
-                (run_id, stage_id, ENTRY_SEP.join(packed), flags, packed_dropped))
+            bundle.add("fp_snapshot", (run_id, stage_id, ENTRY_SEP.join(packed), flags, packed_dropped))
             return
-        rows = bundle.rows.setdefault("fp_entry", [])  # a value holds a separator: these rows go one by one
-        for position, ci in enumerate(entries):
+        for position, ci in enumerate(entries):  # a value holds a separator: these rows go one by one
             o = ci.origin
             included = position < len(items)
             reason = None if included else dropped[position - len(items)][1]
             item_hash = self._sent.get(ci.item.hash) or self._stored_hash(ci.item, bundle)
-            rows.append((run_id, stage_id, position, item_hash, o.kind, o.run_id, o.stage_id, o.source, included,
-                         reason))
+            bundle.add("fp_entry", (run_id, stage_id, position, item_hash, o.kind, o.run_id, o.stage_id, o.source,
+                                    included, reason))
 
-    def _entry(self, ci: ContextItem, bundle: Bundle) -> str:
+    def _entry(self, ci: ContextItem, bundle: Bundle | StageRows) -> str:
         """The packed entry of ``ci`` (its item's row joins ``bundle`` if not sent yet), kept on it;
         "" when a value holds a separator."""
         item_hash = self._sent.get(ci.item.hash) or self._stored_hash(ci.item, bundle)

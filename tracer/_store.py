@@ -23,7 +23,7 @@ from ._records import Edge, Item, Origin, Run, SnapshotEntry, Stage
 from ._rows import unpack_edges, unpack_hashes, unpack_snapshot
 from ._rundata import RunData
 from ._schema import APPLICATION, INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
-from ._writer import Bundle, Writer
+from ._writer import Bundle, StageRows, Writer
 from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError
 
 DEFAULT_PATH = "footprint.duckdb"
@@ -224,7 +224,7 @@ class Store:
 
     # ----------------------------------------------------------------- writing
 
-    def submit(self, bundle: Bundle) -> None:
+    def submit(self, bundle: Bundle | StageRows) -> None:
         """Queue rows for the writer thread (blocks while its queue is full)."""
         if self._writer is None:
             raise StoreError(f"{self.path} was opened read-only; open it writable to record")

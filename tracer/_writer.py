@@ -89,6 +89,40 @@ class Bundle:
         self.rows.setdefault(table, []).append(row)
 
 
+class StageRows:
+    """The rows one closed stage adds: its ``fp_stage`` row, its packed ``fp_snapshot`` row, the
+    rows of items it sent first, and (rarely) rows of other tables.
+
+    A bundle with a fixed shape: the writer gathers a batch's stage rows with one list
+    comprehension per table instead of merging a dictionary per stage, work that held the GIL
+    for ~10 µs an inference.
+    """
+
+    __slots__ = ("items", "other", "snapshot", "stage")
+
+    def __init__(self) -> None:
+        self.stage: tuple[Any, ...] = ()
+        self.snapshot: tuple[Any, ...] | None = None
+        self.items: list[tuple[Any, ...]] | None = None
+        self.other: dict[str, list[tuple[Any, ...]]] | None = None
+
+    def add(self, table: str, row: tuple[Any, ...]) -> None:
+        """Queue one row of ``table``."""
+        if table == "fp_item":
+            if self.items is None:
+                self.items = [row]
+            else:
+                self.items.append(row)
+        elif table == "fp_snapshot" and self.snapshot is None:
+            self.snapshot = row
+        elif table == "fp_stage" and not self.stage:
+            self.stage = row
+        else:
+            if self.other is None:
+                self.other = {}
+            self.other.setdefault(table, []).append(row)
+
+
 class _Flush:
     __slots__ = ("done", "error")
 
@@ -237,7 +271,7 @@ class Writer:
         """Counters: ``batches`` (transactions), ``bundles``, and rows written per table."""
         return dict(self._stats)
 
-    def submit(self, bundle: Bundle) -> None:
+    def submit(self, bundle: Bundle | StageRows) -> None:
         """Queue a bundle; blocks while the queue is full."""
         if self._failure is not None:
             raise StoreError(f"writing to {self._path} failed earlier: {self._failure}") from self._failure
@@ -303,15 +337,14 @@ class Writer:
                     wake.wait(self._linger)
             wake.clear()
             self._urgent = False
-            batch: list[Any] = []
-            while pending and len(batch) < self._max_batch:
-                batch.append(pending.popleft())
+            take = pending.popleft
+            batch: list[Any] = [take() for _ in range(min(len(pending), self._max_batch))]
             with self._room:  # the batch left the queue: a producer waiting for room can go on
                 self._room.notify_all()
             if pending:
                 wake.set()  # more than one batch's worth waits: go round again at once
                 self._urgent = True
-            bundles = [b for b in batch if isinstance(b, Bundle)]
+            bundles = [b for b in batch if type(b) is StageRows or type(b) is Bundle]
             error: BaseException | None = None
             if bundles:
                 try:
@@ -334,13 +367,23 @@ class Writer:
             if stop:
                 return
 
-    def _write(self, bundles: list[Bundle]) -> None:
+    def _write(self, bundles: list[Bundle | StageRows]) -> None:
         tables: dict[str, list[tuple[Any, ...]]] = {}
         run_ends: list[tuple[Any, ...]] = []
+        stages = [b for b in bundles if type(b) is StageRows]
+        if stages:
+            tables["fp_stage"] = [s.stage for s in stages if s.stage]
+            tables["fp_snapshot"] = [s.snapshot for s in stages if s.snapshot is not None]
+            tables["fp_item"] = [row for s in stages if s.items is not None for row in s.items]
+            for s in stages:
+                if s.other is not None:
+                    for table, rows in s.other.items():
+                        tables.setdefault(table, []).extend(rows)
         for bundle in bundles:
-            for table, rows in bundle.rows.items():
-                tables.setdefault(table, []).extend(rows)
-            run_ends.extend(bundle.run_ends)
+            if type(bundle) is Bundle:
+                for table, rows in bundle.rows.items():
+                    tables.setdefault(table, []).extend(rows)
+                run_ends.extend(bundle.run_ends)
         items = tables.get("fp_item")
         if items:
             # the same item is often queued by several stages (and batches): keep the new ones once
@@ -360,7 +403,8 @@ class Writer:
         stats["batches"] += 1
         stats["bundles"] += len(bundles)
         for table, rows in tables.items():
-            stats[table] = stats.get(table, 0) + len(rows)
+            if rows:
+                stats[table] = stats.get(table, 0) + len(rows)
 
     def _transaction(
         self,

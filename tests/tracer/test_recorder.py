@@ -248,15 +248,15 @@ def test_a_recorder_that_forgot_what_it_sent_sends_the_items_again(tmp_path: Pat
     store.flush()
     recorder._sent.clear()
     recorder._snapshots.forget()
-    bundle_rows: list[str] = []
+    items_sent: list[tuple[Any, ...]] = []
     original = store.submit
 
     def spy(bundle: Any) -> None:
-        bundle_rows.extend(bundle.rows)
+        items_sent.extend(getattr(bundle, "items", None) or ())  # a closed stage's rows (StageRows)
         original(bundle)
 
     store.submit = spy  # type: ignore[method-assign]
     with recorder.start_run(agent="a", input="x").stage("inference") as stage:
         stage.inputs(shared)
-    assert "fp_item" in bundle_rows  # sent again, since the recorder no longer knows it sent it
+    assert [row[0] for row in items_sent] == [shared[0].item.hash]  # sent again: the recorder forgot it had
     store.close()
