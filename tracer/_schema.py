@@ -60,16 +60,16 @@ CREATE TABLE IF NOT EXISTS fp_output (
 );
 """
 
-# Indexes on the run of each row: `why` and `show` fetch a run's rows through them instead of
-# scanning a row group (a quarter of the time at a million stages). An optimization only: a store
-# without them reads the same, so they are created, when missing, each time a store is opened for
-# writing rather than through a schema version.
-INDEXES = """
-CREATE INDEX IF NOT EXISTS fp_stage_run ON fp_stage (run_id);
-CREATE INDEX IF NOT EXISTS fp_edge_run ON fp_edge (run_id);
-CREATE INDEX IF NOT EXISTS fp_entry_run ON fp_entry (run_id);
-CREATE INDEX IF NOT EXISTS fp_snapshot_run ON fp_snapshot (run_id);
-CREATE INDEX IF NOT EXISTS fp_output_run ON fp_output (run_id);
+# Earlier stores kept an index on the run of each row. Reads now find a run's rows by a range on
+# the time-sorted ids, which DuckDB answers from its per-row-group min/max (as fast at a million
+# stages), so the indexes only cost every insert: a store opened for writing drops them. An
+# optimization only, so not a schema version.
+DROP_RUN_INDEXES = """
+DROP INDEX IF EXISTS fp_stage_run;
+DROP INDEX IF EXISTS fp_edge_run;
+DROP INDEX IF EXISTS fp_entry_run;
+DROP INDEX IF EXISTS fp_snapshot_run;
+DROP INDEX IF EXISTS fp_output_run;
 """
 
 # Separators inside a packed snapshot (see tracer._rows.add_snapshot); values holding any of

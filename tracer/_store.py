@@ -22,7 +22,7 @@ import duckdb
 from ._records import Edge, Item, Origin, Run, SnapshotEntry, Stage
 from ._rows import unpack_edges, unpack_hashes, unpack_snapshot
 from ._rundata import RunData
-from ._schema import APPLICATION, INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
+from ._schema import APPLICATION, DROP_RUN_INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
 from ._writer import Bundle, StageRows, Writer
 from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError
 
@@ -184,7 +184,6 @@ class Store:
                 raise NotAStoreError(f"{path} is an empty DuckDB database, not a footprint store")
             con.execute("BEGIN TRANSACTION")
             con.execute(TABLES)
-            con.execute(INDEXES)
             con.execute(VIEWS)
             con.execute(
                 "INSERT INTO fp_meta VALUES ('application', ?), ('schema_version', ?)",
@@ -220,7 +219,7 @@ class Store:
                     f"file was left as it was: {exc}"
                 ) from exc
         if not read_only:
-            con.execute(INDEXES)  # a store written before the indexes existed gets them once
+            con.execute(DROP_RUN_INDEXES)
 
     # ----------------------------------------------------------------- writing
 
