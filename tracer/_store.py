@@ -27,7 +27,7 @@ from ._writer import Bundle, StageRows, Writer
 from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError
 
 DEFAULT_PATH = "footprint.duckdb"
-DEFAULT_MEMORY_LIMIT = "64MB"
+DEFAULT_MEMORY_LIMIT = "48MB"
 _SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|KiB|MB|MiB|GB|GiB|TB|TiB)\s*$", re.IGNORECASE)
 
 
@@ -125,7 +125,7 @@ class Store:
 
         Fails with a :class:`StoreError` naming the file when it is not a footprint store, is
         corrupt, was written by a newer footprint, or is held by another process. It never
-        overwrites or recreates an existing file. ``memory_limit`` (e.g. ``"64MB"``; None for
+        overwrites or recreates an existing file. ``memory_limit`` (e.g. ``"48MB"``, the default; None for
         DuckDB's default of most of the RAM) bounds DuckDB's cache in a writable store file, so a
         process that records for days keeps a flat footprint (an in-memory store is not capped).
         """
