@@ -28,6 +28,10 @@ from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError,
 
 DEFAULT_PATH = "footprint.duckdb"
 DEFAULT_MEMORY_LIMIT = "48MB"
+# DuckDB checkpoints (folds its write-ahead log into the file) when the log reaches this size. Each
+# checkpoint rewrites the tables' unfinished row groups and frees the old blocks: at DuckDB's default
+# (16 MB) a recording's file was 17% bigger, for no measurable gain in speed.
+CHECKPOINT_THRESHOLD = "64MB"
 _SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|KiB|MB|MiB|GB|GiB|TB|TiB)\s*$", re.IGNORECASE)
 
 
@@ -151,10 +155,7 @@ class Store:
             raise NotAStoreError(f"{spath} is not a footprint store: {exc}") from exc
         try:
             if not read_only:
-                # Each checkpoint rewrites the tables' unfinished row groups and frees the old
-                # blocks; at DuckDB's default (every 16 MB of WAL) a recording leaves a third to a
-                # half of its file as free blocks and spends more time checkpointing.
-                con.execute("SET checkpoint_threshold = '64MB'")
+                con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
             cls._prepare(con, spath, read_only)  # before the cache is capped: a migration may need more
             if not read_only and not in_memory and memory_limit is not None:
                 # DuckDB keeps the blocks it wrote cached up to its memory limit (80% of RAM by
