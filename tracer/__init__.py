@@ -15,6 +15,7 @@ from ._compare import (
 from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_runs, diff_snapshots, estimate_tokens
 from ._dropped import DroppedContext, dropped_context
 from ._ids import new_id
+from ._json import canonical_json
 from ._listeners import RecordedStage, RecordingListener, feed_listener, recorded_stages
 from ._recorder import Durability, NullRecorder, Recorder, RunRecording, StageRecording
 from ._records import (
@@ -31,7 +32,6 @@ from ._records import (
     Stage,
     StageKind,
     StageStatus,
-    canonical_json,
     content_hash,
     context_item_from_dict,
     context_item_to_dict,

@@ -19,7 +19,8 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_snapshots, estimate_tokens
-from ._records import Item, ItemKind, Origin, OriginKind, Run, SnapshotEntry, Stage, StageKind, canonical_json
+from ._json import canonical_json
+from ._records import Item, ItemKind, Origin, OriginKind, Run, SnapshotEntry, Stage, StageKind
 from ._rundata import RunData
 from ._why import RunSource
 

@@ -9,10 +9,11 @@ the model, tools and settings included.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from ._json import canonical_json
 
 
 class RunStatus(StrEnum):
@@ -89,9 +90,6 @@ class OriginKind(StrEnum):
     CONFIG = "config"
 
 
-def canonical_json(value: Any) -> str:
-    """The canonical text of a JSON value: sorted keys, no spaces, UTF-8 kept."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def content_hash(kind: str, body: Any) -> str:

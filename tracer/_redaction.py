@@ -8,30 +8,14 @@ they are written; the policy's description is stored with each run.
 from __future__ import annotations
 
 import importlib
-import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._json import encode_json
+
 MASK = "[REDACTED]"
-JSON = json.JSONEncoder(default=str)  # what json.dumps(value, default=str) uses
-try:  # the C encoder json.dumps builds on every call, built once (a stage's attributes cost half as much)
-    _C_ENCODER: Any = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-        None, str, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
-    )
-except (AttributeError, TypeError):  # pragma: no cover - a Python without the C accelerator
-    _C_ENCODER = None
-
-
-def encode_json(value: Any) -> str:
-    """``json.dumps(value, default=str)``, faster."""
-    if _C_ENCODER is not None:
-        try:
-            return "".join(_C_ENCODER(value, 0))
-        except RecursionError:  # a circular value: let json say so, as json.dumps would
-            pass
-    return JSON.encode(value)
 _PLAIN = re.compile(r'[ -~]*')  # printable ASCII: what the JSON text shows as is
 
 DEFAULT_KEYS = ("api_key", "apikey", "password", "secret", "authorization", "token", "access_token")

@@ -6,8 +6,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ._json import encode_json
 from ._records import ContextItem, Edge, Item, Origin, SnapshotEntry
-from ._redaction import encode_json
 from ._schema import ENTRY_SEP, FIELD_NULL, FIELD_SEP
 from ._writer import Bundle, StageRows
 
