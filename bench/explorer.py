@@ -79,7 +79,7 @@ def build(path: Path, runs: int) -> str:
                      for k in range(2)]
         history += calls
         with big.stage("tool_batch", "2 tool call(s)", after=[inference]) as batch:
-            pass
+            pass  # a batch stage records no content of its own
         tools = []
         for k in range(2):
             with big.stage("tool", "lookup", after=[batch], edge=EdgeKind.FORK, parent=batch) as tool:

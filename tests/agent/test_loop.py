@@ -318,7 +318,7 @@ async def test_a_second_run_on_a_busy_instance_is_refused() -> None:
         await agent.run("two")
     with pytest.raises(AgentBusyError):
         async for _ in agent.stream("two"):
-            pass
+            pass  # draining it is what is refused
     release.set()
     assert (await first).answer == "first"
     assert (await agent.run("three")).answer == "first"  # idle again

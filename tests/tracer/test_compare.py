@@ -38,7 +38,7 @@ def record(store: Store, *, city: str, day: str, call_id: str, answer: str, toke
         call = turn1.output(Item("tool_call", {"id": call_id, "name": "cal", "arguments": json.dumps({"day": day})}))
         turn1.set(input_tokens=tokens, output_tokens=5)
     with run.stage("tool_batch", "1 tool call(s)", after=[turn1]) as batch:
-        pass
+        pass  # a batch stage records no content of its own
     with run.stage("tool", "cal", after=[batch], edge="fork") as tool:
         tool.inputs([call])
         tool.set(arguments=json.dumps({"day": day}), call_id=call_id)

@@ -78,7 +78,7 @@ def _record(store: Store, *, answer: str, context: str, extra_stage: bool = Fals
         s_inf.output(Item.of_text("assistant", answer))
     if extra_stage:
         with run.stage("answer", after=[s_inf]):
-            pass
+            pass  # an empty stage: only its place in the flowchart matters here
     run.end("answered", output=answer)
     store.flush()
     return run.id

@@ -78,7 +78,7 @@ def test_loop_iterations_are_distinct_stages(tmp_path: Path) -> None:
     previous = None
     for _ in range(3):
         with run.stage("inference", "turn", after=[previous] if previous else [], edge=EdgeKind.LOOP) as stage:
-            pass
+            pass  # empty stages: only their edges matter here
         previous = stage
     run.end("answered")
     store.flush()
@@ -136,11 +136,11 @@ def test_a_paused_run_continues_with_later_sequence_numbers(tmp_path: Path) -> N
     recorder = Recorder(store)
     run = recorder.start_run(agent="a", input="book it")
     with run.stage("pause", "awaiting a person") as pause:
-        pass
+        pass  # an empty stage: only its place in the flowchart matters here
     run.end("awaiting")
     resumed = recorder.continue_run(run.id, agent="a", next_seq=run.next_seq)
     with resumed.stage("resume", after=[pause.id], edge=EdgeKind.RESUME):
-        pass
+        pass  # an empty stage: only its resume edge matters here
     resumed.end("answered", output="booked")
     store.flush()
     data = store.load_run(run.id)

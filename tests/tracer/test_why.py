@@ -52,7 +52,7 @@ def _session(store: Store) -> tuple[str, str, ContextItem]:
         t_inf.inputs([system, call, result, answer1, follow_up], dropped=[(question, "memory_window")])
         t_inf.output(Item.of_text("assistant", "Tomorrow Berlin will be rainy."))
     with run2.stage("answer", after=[t_inf]):
-        pass
+        pass  # an empty stage: only its place in the flowchart matters here
     run2.end("answered", output="Tomorrow Berlin will be rainy.")
     store.flush()
     return run1.id, run2.id, fact
