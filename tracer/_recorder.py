@@ -26,6 +26,7 @@ from itertools import count
 from typing import Any
 
 from ._ids import new_id
+from ._json import encode_json
 from ._listeners import RecordedStage, RecordingListener
 from ._records import (
     ContextItem,
@@ -41,7 +42,7 @@ from ._records import (
     StageStatus,
 )
 from ._redaction import RedactionPolicy
-from ._rows import SnapshotPacker, item_row, json_text, pack_edges, pack_hashes
+from ._rows import SnapshotPacker, item_row, pack_edges, pack_hashes
 from ._store import Store
 from ._writer import Bundle, StageRows
 from .errors import RecordingError
@@ -143,7 +144,7 @@ class Recorder:
         """The policy's description as stored with each run (computed once per policy)."""
         cached = self._policy_json
         if cached is None or cached[0] is not self.redaction:
-            cached = self._policy_json = (self.redaction, json_text(self.redaction.describe()))
+            cached = self._policy_json = (self.redaction, encode_json(self.redaction.describe()))
         return cached[1]
 
     def stored_item(self, item: Item) -> Item:
@@ -421,7 +422,6 @@ class NullRecorder(Recorder):
         self.redaction = RedactionPolicy.none()
         self._redacted = {}
         self._sent = {}
-        self._snapshots = SnapshotPacker(self._sent, self._stored_hash)
         self._policy_json = None
         self.listeners = []
 
@@ -436,6 +436,12 @@ class NullRecorder(Recorder):
     def start_run(self, **kwargs: Any) -> RunRecording:
         """A run recording whose stages and end write nothing."""
         return _NullRun(self, kwargs.get("run_id") or new_id("r"), kwargs.get("agent", ""), kwargs.get("session_id"))
+
+    def continue_run(
+        self, run_id: str, *, agent: str, session_id: str | None = None, next_seq: int = 0
+    ) -> RunRecording:
+        """A resumed run recording whose stages and end write nothing."""
+        return _NullRun(self, run_id, agent, session_id, first_seq=next_seq)
 
 
 class _NullRun(RunRecording):

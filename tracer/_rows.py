@@ -6,14 +6,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._json import encode_json
 from ._records import ContextItem, Edge, Item, Origin, SnapshotEntry
 from ._schema import ENTRY_SEP, FIELD_NULL, FIELD_SEP
 from ._writer import Bundle, StageRows
-
-
-def json_text(value: Any) -> str | None:
-    return None if value is None else encode_json(value)
 
 
 def item_row(item: Item) -> tuple[Any, ...]:

@@ -43,31 +43,24 @@ class Flowchart(ScrollView, can_focus=True):
 
     selected: reactive[str | None] = reactive(None, init=False)
 
-    class StageSelected(Message):
+    class _StageMessage(Message):
+        """Something happened to ``stage`` in ``flowchart``."""
+
+        def __init__(self, flowchart: Flowchart, stage: Stage) -> None:
+            super().__init__()
+            self.flowchart = flowchart
+            self.stage = stage
+
+        @property
+        def control(self) -> Flowchart:
+            """The flowchart that posted it."""
+            return self.flowchart
+
+    class StageSelected(_StageMessage):
         """The selection moved to ``stage`` (posted on every move)."""
 
-        def __init__(self, flowchart: Flowchart, stage: Stage) -> None:
-            super().__init__()
-            self.flowchart = flowchart
-            self.stage = stage
-
-        @property
-        def control(self) -> Flowchart:
-            """The flowchart that posted it."""
-            return self.flowchart
-
-    class StageOpened(Message):
+    class StageOpened(_StageMessage):
         """Enter was pressed on ``stage`` (the screen moves focus to its details)."""
-
-        def __init__(self, flowchart: Flowchart, stage: Stage) -> None:
-            super().__init__()
-            self.flowchart = flowchart
-            self.stage = stage
-
-        @property
-        def control(self) -> Flowchart:
-            """The flowchart that posted it."""
-            return self.flowchart
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
