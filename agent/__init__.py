@@ -18,7 +18,7 @@ from ._facts import Fact, FactStore, InMemoryFacts
 from ._hooks import Feature, Hooks, RunContext
 from ._memory import Conversation, ConversationMemory, MemoryStats, estimate_item_tokens
 from ._prompt import ComposedPrompt, PromptComposer, PromptContext, Section
-from ._tools import PauseRun, Tool, ToolRegistry, result_text, tool
+from .tools import PauseRun, Tool, ToolContext, ToolRegistry, result_text, tool
 
 __all__ = [
     "Agent",
@@ -45,6 +45,7 @@ __all__ = [
     "Section",
     "TextDeltaEvent",
     "Tool",
+    "ToolContext",
     "ToolFinished",
     "ToolRegistry",
     "ToolStarted",

@@ -22,10 +22,10 @@ from ._loop import RunLoop
 from ._memory import ConversationMemory
 from ._pause import check_resumable
 from ._prompt import PromptComposer
-from ._tools import Tool, ToolRegistry
 from .errors import AgentBusyError, UserError
 from .providers import Provider, ToolCall
 from .providers._pricing import Price
+from .tools import Tool, ToolRegistry
 
 #: approve(call, tool) -> bool (or awaitable bool); may raise PauseRun to ask a person.
 Approval = Callable[[ToolCall, Tool], bool | Awaitable[bool]]
@@ -124,7 +124,7 @@ class Agent:
         self.composer = composer or PromptComposer()
         self.custom_instructions = list(custom_instructions)
         self.capabilities = list(capabilities)
-        self.workspace = workspace
+        self.workspace = workspace if workspace is not None else (registry.workspace if registry else None)
         self.autonomy = autonomy
         self.clock = clock
         self.recorder: Recorder = recorder if recorder is not None else NullRecorder()

@@ -18,9 +18,9 @@ from tracer import ContextItem, EdgeKind, Item, ItemKind, StageKind, StageRecord
 from ._events import ToolFinished, ToolStarted
 from ._hooks import RunContext
 from ._pause import Paused, pause_state
-from ._tools import PauseRun, result_text
 from .errors import ToolArgumentsError, ToolNotFoundError, ToolRejectedError, ToolTimeoutError
 from .providers import ToolCall
+from .tools import PauseRun, ToolContext, result_text
 
 if TYPE_CHECKING:
     from ._loop import Decided, RunLoop
@@ -100,7 +100,7 @@ async def _one_tool(
             content, is_error = known
             stage.set(served_from="pause")
         else:
-            content = await _execute(loop, ctx, call, skip_approval=call.id in decided)
+            content = await _execute(loop, ctx, call, stage, skip_approval=call.id in decided)
     except PauseRun as pause:
         stage.set(paused=True, question=pause.question, pause_kind=pause.kind)
         stage.close()
@@ -123,7 +123,9 @@ async def _one_tool(
     return result
 
 
-async def _execute(loop: RunLoop, ctx: RunContext, call: ToolCall, *, skip_approval: bool) -> str:
+async def _execute(
+    loop: RunLoop, ctx: RunContext, call: ToolCall, stage: StageRecording, *, skip_approval: bool
+) -> str:
     """Find, validate, approve and run one call; every failure is raised for the caller to turn into a result."""
     agent = loop.agent
     tool = agent.tools.get(call.name)
@@ -145,7 +147,19 @@ async def _execute(loop: RunLoop, ctx: RunContext, call: ToolCall, *, skip_appro
         await loop.hook("on_progress", ctx, progress)
     if loop.emit is not None:
         loop.emit(ToolStarted(call.id, call.name, call.arguments, progress))
-    return result_text(await tool.run(arguments))
+    context = tool_context(loop, call, stage, confirmed=skip_approval) if tool.takes_context else None
+    return result_text(await tool.run(arguments, context))
+
+
+def tool_context(loop: RunLoop, call: ToolCall, stage: StageRecording, *, confirmed: bool) -> ToolContext:
+    """The execution context of one call; what the tool records lands on its stage."""
+    agent = loop.agent
+    assert loop.run is not None
+    return ToolContext(
+        agent=agent.name, run_id=loop.run.id, session_id=loop.session, user_id=agent.user_id,
+        workspace=agent.workspace, call_id=call.id, confirmed=confirmed,
+        _record=lambda attributes: stage.set(**attributes),
+    )
 
 
 def result_item(call_id: str, name: str, content: str, is_error: bool) -> Item:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._tools import Tool
+    from .tools import Tool
 
 Hook = Callable[..., Any]
 log = logging.getLogger("footprint.agent")

@@ -15,9 +15,9 @@ from tracer import ContextItem, EdgeKind, Item, ItemKind, OriginKind, StageKind,
 
 from ._events import PauseState
 from ._hooks import RunContext
-from ._tools import PauseRun
 from .errors import UserError
 from .providers import ToolCall
+from .tools import PauseRun
 
 if TYPE_CHECKING:
     from ._agent import Agent

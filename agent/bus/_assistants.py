@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._tools import Tool
 from ..providers import Provider
+from ..tools import Tool
 from ._binding import AgentBinding
 from ._conversational import ConversationalAgent
 

@@ -21,8 +21,8 @@ from tracer import Recorder
 from .._agent import Agent, ModelSettings
 from .._events import PauseState, RunResult
 from .._memory import Conversation, ConversationMemory
-from .._tools import Tool
 from ..providers import Provider
+from ..tools import Tool
 from ._binding import AgentBinding, SourceBinding
 from ._bus import BusFailure
 from ._channel import DEFAULT_STALE_AFTER, ChannelAgent

@@ -31,8 +31,8 @@ from tracer import ContextItem, Item, ItemKind, Origin, OriginKind, Recorder
 from .._agent import Agent, ModelSettings
 from .._hooks import Hooks, RunContext
 from .._memory import ConversationMemory
-from .._tools import Tool
 from ..providers import Provider, ToolCall
+from ..tools import Tool
 from ._binding import AgentBinding, SourceBinding
 from ._bus import BusFailure
 from ._channel import DEFAULT_STALE_AFTER, ChannelAgent

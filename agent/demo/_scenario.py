@@ -14,10 +14,10 @@ from tracer import Recorder
 from .._agent import Agent
 from .._facts import Fact, InMemoryFacts
 from .._memory import ConversationMemory
-from .._tools import Tool, ToolRegistry, tool
 from ..errors import UserError
 from ..providers import Provider
 from ..providers._demo import OfflineDemoModel
+from ..tools import Tool, ToolRegistry, tool
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
 DEMO_SESSION_PREFIX = "maya-"

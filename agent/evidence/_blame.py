@@ -17,8 +17,8 @@ from typing import Any
 
 from tracer import ItemKind, Origin, Recorder, StageKind, Store, why
 
-from .._tools import Tool, ToolRegistry
 from ..providers import Provider
+from ..tools import Tool, ToolRegistry
 from ._counterfactual import Comparator, CounterfactualResult, Edit, counterfactual
 from ._rebuild import Once
 from ._recording import PLACE_RUN, RecordedRun, read_recording

@@ -26,9 +26,9 @@ from typing import Any
 
 from tracer import ContextItem, Item, ItemKind, NotFoundError, Recorder, Store
 
-from .._tools import Tool, ToolRegistry, result_text
 from ..errors import ProviderError, ToolRejectedError
 from ..providers import ModelRequest, ModelResponse, Provider
+from ..tools import Tool, ToolRegistry, result_text
 from ._rebuild import AgentParts, ForkRecorder, Once, ServedTools, rebuild_agent
 from ._recording import PLACE_STATIC, PLACE_SYSTEM, RecordedInference, RecordedRun, call_key, read_recording
 from .errors import EditError, EvidenceError

@@ -23,9 +23,9 @@ from .._agent import Agent, ModelSettings
 from .._facts import Fact, FactStore
 from .._memory import Conversation, ConversationMemory
 from .._prompt import ComposedPrompt, PromptComposer, PromptContext, Section
-from .._tools import PauseRun, Tool
 from ..errors import ToolRejectedError
 from ..providers import Provider
+from ..tools import PauseRun, Tool
 from ._recording import RecordedCall, RecordedRun, call_key
 from .errors import EvidenceError
 

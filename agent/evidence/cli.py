@@ -19,9 +19,9 @@ import click
 from tracer import Run, Store, compare_runs, dropped_context
 from tracer.cli import db_option
 
-from .._tools import Tool, ToolRegistry
 from ..errors import UserError
 from ..providers import Provider
+from ..tools import Tool, ToolRegistry
 from ._blame import BlameReport, blame
 from ._counterfactual import NEW_CALL_POLICIES, Comparator, CounterfactualResult, Edit, counterfactual
 from ._render import render_blame, render_comparison, render_counterfactual, render_dropped, render_replay

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent import Tool, ToolRegistry, result_text, tool
-from agent._tools import _surely_valid
 from agent.errors import ToolArgumentsError, ToolNotFoundError, ToolTimeoutError, UserError
+from agent.tools._schema import surely_valid as _surely_valid
 
 
 class Unit(enum.Enum):

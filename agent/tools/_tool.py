@@ -1,0 +1,263 @@
+"""Tools: what a model can call.
+
+A :class:`Tool` has a name, a description, JSON-schema parameters, an async ``execute`` taking the
+validated arguments, an optional progress line shown while it runs, and a ``durable`` flag (a
+durable tool may be executed again with the same arguments; a counterfactual or a replay never
+executes a non-durable one twice). Governance metadata rides along: ``requires_confirmation``,
+a ``category``, search ``tags`` and ``max_results`` for list-returning tools. :func:`tool`
+derives all of it from a typed Python function and its docstring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import json
+import logging
+import re
+import typing
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from tracer import Item, ItemKind
+
+from ..errors import ToolArgumentsError, ToolTimeoutError, UserError
+from ._context import ToolContext
+from ._schema import docstring_parts, enum_params, schema_of, surely_valid
+
+#: execute(arguments) -> result, or execute(arguments, context) for a tool that ``takes_context``
+#: (async, or a plain function returning the result)
+Execute = Callable[..., Awaitable[Any] | Any]
+
+
+class PauseRun(Exception):  # a control-flow signal, not an error
+    """Raised by a tool (or an approval callback) to pause the run and ask a person ``question``.
+
+    The run ends with status ``awaiting``; resuming it with a decision continues from this call:
+    for ``kind="answer"`` the decision becomes the tool's result, for ``kind="approval"`` the call
+    runs when the decision approves it (``yes``, ``approve``, ``ok``...) and is refused otherwise.
+    """
+
+    def __init__(self, question: str, *, kind: str = "answer") -> None:
+        super().__init__(question)
+        self.question = question
+        self.kind = kind
+
+
+@dataclass
+class Tool:
+    """A tool the model may call.
+
+    ``parameters`` is the JSON schema of the arguments (validated before ``execute`` runs).
+    ``execute(arguments)`` may be async or plain. ``progress`` is a line (or a function of the
+    arguments giving one) a chat may show while the tool runs. ``durable``: executing it again
+    with the same arguments is safe. ``timeout`` in seconds (None: no limit). ``close(reason)``
+    releases what the tool holds when its agent closes.
+
+    Governance: ``requires_confirmation`` (a person approves each call: the run pauses
+    ``awaiting``), ``category`` (a tool group such as ``file_read`` or ``network_read``: see
+    :data:`agent.tools.CATEGORIES`), ``tags`` (extra words for tool search, never shown to the model),
+    ``max_results`` (a list-returning tool's cap, see :func:`agent.tools.apply_tool_limits`).
+    ``takes_context``: ``execute(arguments, context)`` receives a :class:`ToolContext`.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    execute: Execute
+    progress: str | Callable[[dict[str, Any]], str] | None = None
+    durable: bool = False
+    timeout: float | None = 30.0
+    close: Callable[[str], Awaitable[None] | None] | None = None
+    requires_confirmation: bool = False
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    max_results: int | None = None
+    takes_context: bool = False
+    _validator: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_\-]{1,64}", self.name):
+            raise UserError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
+        self.tags = tuple(self.tags)
+        if self.max_results is not None and self.max_results < 1:
+            raise UserError(f"tool {self.name}: max_results must be >= 1, got {self.max_results}")
+        try:
+            jsonschema.Draft202012Validator.check_schema(self.parameters)
+        except jsonschema.SchemaError as exc:
+            raise UserError(f"tool {self.name}: parameters are not a valid JSON schema: {exc.message}") from exc
+        self._validator = jsonschema.Draft202012Validator(self.parameters)
+
+    def definition(self) -> Item:
+        """The tool as offered to a model (a ``tool_definition`` item)."""
+        return Item(
+            ItemKind.TOOL_DEFINITION,
+            {"name": self.name, "description": self.description, "parameters": self.parameters},
+        )
+
+    def progress_line(self, arguments: dict[str, Any]) -> str | None:
+        """The line a chat may show while the tool runs (None when a progress function fails)."""
+        if callable(self.progress):
+            try:
+                return self.progress(arguments)
+            except Exception:  # a broken progress line must not fail the call it describes
+                logging.getLogger("footprint.agent").warning("progress line of tool %s failed", self.name,
+                                                             exc_info=True)
+                return None
+        return self.progress
+
+    def signature(self) -> str:
+        """A one-line summary of the parameters, e.g. ``city: string (required), days: integer``."""
+        properties = self.parameters.get("properties") or {}
+        required = set(self.parameters.get("required") or ())
+        parts = []
+        for pname, schema in properties.items():
+            kind = schema.get("type") or ("enum " + "|".join(map(str, schema["enum"])) if "enum" in schema else "any")
+            parts.append(f"{pname}: {kind if isinstance(kind, str) else '|'.join(kind)}"
+                         f"{' (required)' if pname in required else ''}")
+        return ", ".join(parts) or "no parameters"
+
+    def parse_arguments(self, raw: str) -> dict[str, Any]:
+        """The call's arguments, parsed and validated; :class:`ToolArgumentsError` says what is wrong."""
+        try:
+            value = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ToolArgumentsError(
+                f"arguments for {self.name} are not valid JSON ({exc.msg} at char {exc.pos}): {raw[:200]}; "
+                f"expected a JSON object with {self.signature()}"
+            ) from exc
+        if not isinstance(value, dict):
+            raise ToolArgumentsError(
+                f"arguments for {self.name} must be a JSON object, got {type(value).__name__}; "
+                f"expected {self.signature()}"
+            )
+        if surely_valid(self.parameters, value):
+            return value
+        errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.path))
+        if errors:
+            details = "; ".join(
+                f"{'/'.join(str(p) for p in e.path) or '(root)'}: {e.message}" for e in errors[:5]
+            )
+            raise ToolArgumentsError(
+                f"arguments for {self.name} do not match its schema: {details}; expected {self.signature()}"
+            )
+        return value
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
+        """Execute with validated ``arguments`` under the tool's timeout (:class:`ToolTimeoutError`).
+
+        A tool that ``takes_context`` receives ``context`` (an empty one when none is given).
+        """
+        args: tuple[Any, ...] = (arguments, context or ToolContext()) if self.takes_context else (arguments,)
+        if self.timeout is None:
+            return await _call(self.execute, args)
+        deadline = asyncio.timeout(self.timeout)  # no extra task, unlike wait_for
+        try:
+            async with deadline:
+                return await _call(self.execute, args)
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the tool's own timeout (a network call, say): an ordinary failure
+            raise ToolTimeoutError(f"{self.name} did not finish within {self.timeout:g} s") from None
+
+
+async def _call(execute: Execute, args: tuple[Any, ...]) -> Any:
+    value = execute(*args)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    progress: str | Callable[[dict[str, Any]], str] | None = None,
+    durable: bool = False,
+    timeout: float | None = 30.0,
+    requires_confirmation: bool = False,
+    category: str | None = None,
+    tags: tuple[str, ...] | list[str] = (),
+    max_results: int | None = None,
+) -> Any:
+    """Make a :class:`Tool` from a typed function (sync or async); usable as ``@tool`` or ``@tool(...)``.
+
+    The parameters' JSON schema comes from the annotations (``str``, ``int``, ``float``, ``bool``,
+    lists, dicts, ``Literal``, ``Enum``, optional types, ``Annotated[T, "description"]``), their
+    descriptions from the docstring's ``Args:`` section (or ``:param name:`` lines), and the tool's
+    description from the docstring's text before its first section. A parameter annotated
+    :class:`ToolContext` is not offered to the model: it receives the call's execution context.
+    A sync function runs in a worker thread so it cannot block the loop.
+    """
+
+    def build(func: Callable[..., Any]) -> Tool:
+        summary, docs = docstring_parts(func)
+        hints = typing.get_type_hints(func, include_extras=True)
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        context_param: str | None = None
+        for pname, param in inspect.signature(func).parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            if hints.get(pname) is ToolContext:
+                context_param = pname
+                continue
+            schema = schema_of(hints.get(pname, Any))
+            if pname in docs and "description" not in schema:
+                schema["description"] = docs[pname]
+            if param.default is inspect.Parameter.empty:
+                required.append(pname)
+            elif param.default is not None:
+                default = param.default
+                schema["default"] = default.value if isinstance(default, enum.Enum) else default
+            properties[pname] = schema
+        parameters: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+        if required:
+            parameters["required"] = required
+        enums = enum_params(hints)
+
+        def kwargs_of(arguments: dict[str, Any], context: ToolContext | None) -> dict[str, Any]:
+            kwargs = arguments if not enums else {
+                k: (enums[k](v) if k in enums and v is not None else v) for k, v in arguments.items()}
+            if context_param is not None:
+                kwargs = {**kwargs, context_param: context}
+            return kwargs
+
+        if inspect.iscoroutinefunction(func):
+            async def execute(arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
+                return await func(**kwargs_of(arguments, context))
+        else:
+            async def execute(arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
+                return await asyncio.to_thread(func, **kwargs_of(arguments, context))
+
+        return Tool(
+            name=name or func.__name__,
+            description=description or summary or func.__name__,
+            parameters=parameters,
+            execute=execute,
+            progress=progress,
+            durable=durable,
+            timeout=timeout,
+            requires_confirmation=requires_confirmation,
+            category=category,
+            tags=tuple(tags),
+            max_results=max_results,
+            takes_context=context_param is not None,
+        )
+
+    return build(fn) if fn is not None else build
+
+
+def result_text(value: Any) -> str:
+    """A tool's return value as the text the model sees."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
