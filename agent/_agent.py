@@ -7,6 +7,7 @@ inference with its full snapshot, each tool call inside a fork/join batch, and t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from ._loop import RunLoop
 from ._memory import ConversationMemory
 from ._pause import check_resumable
 from ._prompt import PromptComposer
+from ._pump import pump
 from .errors import AgentBusyError, UserError
 from .providers import Provider, ToolCall
 from .providers._pricing import Price
@@ -58,7 +60,8 @@ class Agent:
 
     ``tools`` are Tool objects; ``tool_names`` are resolved against ``registry`` (the registry
     decides what a name does). ``facts`` (with ``user_id``) are injected into the prompt as memory.
-    ``recorder`` records every run (``None``: nothing is recorded).
+    ``recorder`` records every run (``None``: nothing is recorded). ``sequential_tools`` runs the
+    calls of one response one after another instead of in parallel (results land in call order either way).
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class Agent:
         hooks: Hooks | None = None,
         features: Sequence[Feature] = (),
         stream_inference: bool = False,
+        sequential_tools: bool = False,
         prices: dict[str, Price] | None = None,
         labels: Sequence[str] = (),
     ) -> None:
@@ -134,6 +138,7 @@ class Agent:
         self.features = list(features)
         self.hooks = Hooks.merge([h for h in [hooks, *(f.hooks for f in features)] if h is not None])
         self.stream_inference = stream_inference
+        self.sequential_tools = sequential_tools
         self.prices = prices
         self.labels = tuple(labels) + tuple(getattr(provider, "labels", ()))
         self._task: asyncio.Task[RunResult] | None = None
@@ -198,23 +203,12 @@ class Agent:
         queue: asyncio.Queue[AgentEvent] = asyncio.Queue()
         runner = asyncio.ensure_future(self._start(message, pause, queue.put_nowait))
         try:
-            while True:
-                getter = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({getter, runner}, return_when=asyncio.FIRST_COMPLETED)
-                if getter not in done:
-                    getter.cancel()
-                    break
-                event = getter.result()
-                yield event
-                if isinstance(event, RunFinished):
-                    return
-            # the run is over: drain what it emitted, then its result (or its exception)
-            while not queue.empty():
-                event = queue.get_nowait()
-                yield event
-                if isinstance(event, RunFinished):
-                    return
-            yield RunFinished(runner.result())
+            async with contextlib.aclosing(pump(queue, runner, lambda e: isinstance(e, RunFinished))) as events:
+                async for event in events:
+                    yield event
+                    if isinstance(event, RunFinished):
+                        return
+            yield RunFinished(runner.result())  # the run is over: its result (or its exception)
         finally:
             if not runner.done():
                 runner.cancel()

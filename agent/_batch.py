@@ -10,6 +10,7 @@ sees and can correct from; none of them ends the run.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,16 @@ from .tools import PauseRun, ToolContext, result_text
 
 if TYPE_CHECKING:
     from ._loop import Decided, RunLoop
+
+#: The tool stage whose tool is running, and the call it runs (None outside a tool). A tool that
+#: starts work of its own — a sub-agent, a plan — records it under this stage.
+_RUNNING_TOOL: contextvars.ContextVar[tuple[StageRecording, ContextItem] | None] = contextvars.ContextVar(
+    "footprint_running_tool", default=None)
+
+
+def running_tool() -> tuple[StageRecording, ContextItem] | None:
+    """The stage of the tool call running in this task and the call item, or None outside a tool."""
+    return _RUNNING_TOOL.get()
 
 
 async def run_batch(
@@ -46,12 +57,21 @@ async def run_batch(
               for call in calls]
     loop.tail = list(stages)
     results: list[ContextItem | None] = [None] * len(calls)
-    if len(calls) == 1:  # the common case: no gather, no extra task
+    if len(calls) == 1 or agent.sequential_tools:  # one call (the common case), or one after another
+        if len(calls) > 1:
+            batch.set(sequential=True)
+        outcomes: list[Any] = []
         try:
-            outcomes: list[Any] = [
-                await _one_tool(loop, ctx, calls[0], call_items[0], stages[0], decided, results, 0)]
+            for i, (call, ci, stage) in enumerate(zip(calls, call_items, stages, strict=True)):
+                try:
+                    outcomes.append(await _one_tool(loop, ctx, call, ci, stage, decided, results, i))
+                except Exception as exc:  # as gather(return_exceptions=True) would hand it back
+                    outcomes.append(exc)
         except asyncio.CancelledError:
             outcomes = [asyncio.CancelledError()]
+            for stage in stages:  # calls a sequential batch never reached (the run's end answers them)
+                if not stage.closed:
+                    stage.close(StageStatus.CANCELLED)
     else:
         try:
             outcomes = await asyncio.gather(
@@ -100,7 +120,11 @@ async def _one_tool(
             content, is_error = known
             stage.set(served_from="pause")
         else:
-            content = await _execute(loop, ctx, call, stage, skip_approval=call.id in decided)
+            running = _RUNNING_TOOL.set((stage, call_item))
+            try:
+                content = await _execute(loop, ctx, call, stage, skip_approval=call.id in decided)
+            finally:
+                _RUNNING_TOOL.reset(running)
     except PauseRun as pause:
         stage.set(paused=True, question=pause.question, pause_kind=pause.kind)
         stage.close()

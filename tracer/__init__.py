@@ -16,6 +16,7 @@ from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_runs, diff_snaps
 from ._dropped import DroppedContext, dropped_context
 from ._ids import new_id
 from ._json import canonical_json
+from ._lineage import child_run_ids, child_runs
 from ._listeners import RecordedStage, RecordingListener, feed_listener, recorded_stages
 from ._recorder import Durability, NullRecorder, Recorder, RunRecording, StageRecording
 from ._records import (
@@ -109,6 +110,8 @@ __all__ = [
     "TracerError",
     "UsageComparison",
     "canonical_json",
+    "child_run_ids",
+    "child_runs",
     "compare_run_data",
     "compare_runs",
     "content_hash",

@@ -103,6 +103,7 @@ class Recorder:
     ) -> RunRecording:
         """Open a run (its row is written at once with status ``running``)."""
         run = RunRecording(self, run_id or new_id("r"), agent, session_id)
+        run.start_attributes = attributes or {}
         policy = self.redaction
         labels = tuple(labels)
         bundle = Bundle()
@@ -208,6 +209,7 @@ class RunRecording:
         self._ended = False
         self.status: str = RunStatus.RUNNING.value
         self.record: Run | None = None  # the run as written, kept for listeners
+        self.start_attributes: dict[str, Any] = {}  # kept by end(), which sets the rest
 
     @property
     def ended(self) -> bool:
@@ -254,10 +256,12 @@ class RunRecording:
         error: str | None = None,
         attributes: dict[str, Any] | None = None,
     ) -> None:
-        """End the run with its status and outcome."""
+        """End the run with its status and outcome (``attributes`` join those it was started with)."""
         if self._ended:
             raise RecordingError(f"run {self.id} has already ended ({self.status})")
         self._ended = True
+        if attributes is not None and self.start_attributes:
+            attributes = {**self.start_attributes, **attributes}
         self.status = str(status)
         policy = self.recorder.redaction
         ended_at = time.time()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ._diff import RunDivergence, SnapshotDiff, estimate_tokens
@@ -96,8 +96,13 @@ def _stage_row(data: RunData, stage: Stage, incoming: dict[str, set[str]]) -> li
             "  ".join(notes)]
 
 
-def show_run(data: RunData) -> list[str]:
-    """A run's flowchart as text: stages in order, parallel branches as a fork/join block."""
+def show_run(data: RunData, children: Mapping[str, RunData] | None = None) -> list[str]:
+    """A run's flowchart as text: stages in order, parallel branches as a fork/join block.
+
+    ``children`` (run id -> its data) are the runs its ``subagent`` stages started, at any depth
+    (see :func:`tracer.child_runs`): each is drawn inside the stage that started it, framed by its
+    agent's boundary, so a team's runs read as one flowchart.
+    """
     run = data.run
     lines = [
         f"run      {run.id}",
@@ -112,7 +117,29 @@ def show_run(data: RunData) -> list[str]:
         lines.append(f"error    {one_line(run.error, 100)}")
     if run.forked_from_run:
         lines.append(f"forked   from run {run.forked_from_run} at stage {run.forked_from_stage or '-'}")
+    parent = run.attributes.get("parent_run")
+    if parent:
+        lines.append(f"child    of run {parent} ({run.attributes.get('parent_agent', '?')}) at stage "
+                     f"{run.attributes.get('parent_stage', '-')}")
+    if children:
+        agents = _team_agents(data, children)
+        lines.append(f"team     {len(agents)} agents: {', '.join(agents)}")
     lines.append("")
+    rows = _flow_rows(data, children or {}, "", set())
+    lines += table(("#", "kind", "name", "status", "duration", ""), rows, right=(0, 4))
+    return lines
+
+
+def _team_agents(data: RunData, children: Mapping[str, RunData]) -> list[str]:
+    agents = [data.run.agent]
+    for child in children.values():
+        if child.run.agent not in agents:
+            agents.append(child.run.agent)
+    return agents
+
+
+def _flow_rows(data: RunData, children: Mapping[str, RunData], pad: str, drawn: set[str]) -> list[list[str]]:
+    drawn.add(data.run.id)
     incoming: dict[str, set[str]] = {}
     forks: dict[str, list[str]] = {}
     for edge in data.edges:
@@ -122,20 +149,30 @@ def show_run(data: RunData) -> list[str]:
     branch_of = {dst: src for src, dsts in forks.items() for dst in dsts}
     by_id = {s.id: s for s in data.stages}
     rows: list[list[str]] = []
+
+    def add(row: list[str], prefix: str = "") -> None:
+        row[1] = pad + prefix + row[1]
+        rows.append(row)
+
     for stage in sorted(data.stages, key=lambda s: s.seq):
         if stage.id in branch_of and branch_of[stage.id] in by_id:
             continue  # shown inside its fork block
-        rows.append(_stage_row(data, stage, incoming))
+        add(_stage_row(data, stage, incoming))
         branches = sorted((by_id[d] for d in forks.get(stage.id, []) if d in by_id), key=lambda s: s.seq)
         if branches:
-            rows.append(["", f"┌ fork: {len(branches)} in parallel", "", "", "", ""])
+            order = "in order" if stage.attributes.get("sequential") else "in parallel"
+            add(["", f"┌ fork: {len(branches)} {order}", "", "", "", ""])
             for i, branch in enumerate(branches):
-                row = _stage_row(data, branch, incoming)
-                row[1] = ("├─ " if i < len(branches) - 1 else "└─ ") + row[1]
-                rows.append(row)
-            rows.append(["", "└ join", "", "", "", ""])
-    lines += table(("#", "kind", "name", "status", "duration", ""), rows, right=(0, 4))
-    return lines
+                add(_stage_row(data, branch, incoming), "├─ " if i < len(branches) - 1 else "└─ ")
+            add(["", "└ join", "", "", "", ""])
+        child = children.get(str(stage.attributes.get("child_run", ""))) if stage.kind == StageKind.SUBAGENT else None
+        if child is not None and child.run.id not in drawn:
+            rows.append(["", f"{pad}╭─ agent {child.run.agent}", "", child.run.status,
+                         duration(child.run.started_at, child.run.ended_at), f"run {child.run.id}"])
+            rows.extend(_flow_rows(child, children, pad + "│  ", drawn))
+            rows.append(["", f"{pad}╰─ {child.run.agent}", "", "", "",
+                         f'{child.run.status}: "{one_line(child.run.output or child.run.error, 40)}"'])
+    return rows
 
 
 # ---------------------------------------------------------------------- why

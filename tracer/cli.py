@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import click
 
 from ._diff import diff_runs, diff_snapshots
+from ._lineage import child_runs
 from ._render import one_line, run_diff_lines, runs_table, show_run, snapshot_diff_lines, table, why_tree
 from ._serialize import run_to_dict, rundata_to_dict
 from ._store import DEFAULT_PATH, RunFilter, Store
@@ -88,19 +89,24 @@ def runs_command(
 
 @click.command("show")
 @click.argument("run")
+@click.option("--team/--no-team", default=True, show_default=True,
+              help="Draw the runs the run's sub-agents made inside it, as one flowchart.")
 @db_option
 @json_option
-def show_command(run: str, db: str, as_json: bool) -> None:
+def show_command(run: str, team: bool, db: str, as_json: bool) -> None:
     """Show a run's flowchart: its stages in order, parallel tool calls as a fork/join block.
 
-    RUN is a run id, a unique prefix of one, or `last`.
+    RUN is a run id, a unique prefix of one, or `last`. A run whose agents handed work to other
+    agents is drawn with their runs inside, each framed by its agent's boundary.
     """
     with reading(db) as store:
         data = store.load_run(store.resolve_run_id(run))
+        children = child_runs(store, data) if team else {}
     if as_json:
-        _echo_json(rundata_to_dict(data))
+        _echo_json({**rundata_to_dict(data), "children": [rundata_to_dict(c) for c in children.values()]}
+                   if children else rundata_to_dict(data))
         return
-    _echo_lines(show_run(data))
+    _echo_lines(show_run(data, children))
 
 
 @click.command("why")

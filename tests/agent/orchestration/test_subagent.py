@@ -1,0 +1,125 @@
+"""Agents as tools of other agents: the sub-agent call, its recorded child run, `why` across the
+boundary, and `footprint show` drawing the team as one flowchart (pinned by a snapshot)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+from click.testing import CliRunner
+
+from agent.orchestration import AgentConfig, AgentOrchestrator, agent_tool
+from agent.providers import FunctionModel, ModelRequest, ScriptedModel, calls
+from tracer import Recorder, Store, child_run_ids, child_runs, why
+from tracer import cli as tracer_cli
+
+from .conftest import QUESTION, WRONG_FACT, team_of_three
+
+
+async def test_a_sub_agent_call_returns_its_response_and_records_a_child_run(store: Store) -> None:
+    team = team_of_three(Recorder(store))
+    context = await team.lead.execute(QUESTION)
+    assert context.response == f"Report. Notes: {WRONG_FACT}"
+    assert [t.name for t in context.tool_calls] == ["ask_researcher", "ask_writer"]
+    store.flush()
+    lead = store.load_run(context.run_id or "")
+    links = child_run_ids(lead)
+    assert [store.get_run(child).agent for _, child in links] == ["researcher", "writer"]
+    for stage_id, child in links:
+        stage = lead.stage(stage_id)
+        tool_stage = lead.stage(stage.parent_id or "")
+        assert stage.kind == "subagent" and tool_stage.kind == "tool"
+        assert stage.attributes["child_status"] == "completed"
+        attrs = store.get_run(child).attributes
+        assert (attrs["parent_run"], attrs["parent_stage"], attrs["parent_agent"]) == (lead.run.id, stage_id, "lead")
+    assert set(child_runs(store, lead)) == {c for _, c in links}
+
+
+async def test_why_walks_from_the_final_answer_into_the_child_runs(store: Store) -> None:
+    team = team_of_three(Recorder(store))
+    context = await team.lead.execute(QUESTION)
+    store.flush()
+    evidence = why(store, context.run_id or "")
+    agents = [store.get_run(r).agent for r in evidence.runs]
+    assert agents[0] == "lead" and set(agents) == {"lead", "researcher", "writer"}
+    planted = [n for n in evidence.items() if n.item_kind == "tool_result" and n.text == WRONG_FACT]
+    assert planted and planted[0].origin is not None
+    research_run = store.load_run(planted[0].origin.run_id or "")
+    assert research_run.run.agent == "researcher"
+    assert research_run.stage(planted[0].origin.stage_id or "").name == "search"
+
+
+async def test_a_failing_sub_agent_is_an_error_result_the_caller_sees(store: Store) -> None:
+    helper = AgentOrchestrator(AgentConfig(name="helper", system_prompt="p", provider=ScriptedModel([]), model="m",
+                                           recorder=Recorder(store)))
+
+    def lead_model(request: ModelRequest) -> Any:
+        results = [ci.item.body for ci in request.context if ci.item.kind == "tool_result"]
+        return f"saw: {results[0]['content']}" if results else calls(("ask_helper", {"task": "help"}))
+
+    lead = AgentOrchestrator(AgentConfig(name="lead", system_prompt="p", provider=FunctionModel(lead_model),
+                                         model="m", tools=[agent_tool(helper)], recorder=Recorder(store)))
+    context = await lead.execute("go")
+    assert context.status == "completed" and context.tool_calls[0].success is False
+    assert "agent helper failed" in context.response and "script has 0 responses" in context.response
+    store.flush()
+    lead_run = store.load_run(context.run_id or "")
+    [(stage_id, child)] = child_run_ids(lead_run)
+    assert lead_run.stage(stage_id).status == "error" and store.get_run(child).status == "failed"
+
+
+async def test_sub_agents_work_unrecorded() -> None:
+    team = team_of_three(None)
+    context = await team.lead.execute(QUESTION)
+    assert context.response == f"Report. Notes: {WRONG_FACT}" and context.run_id
+    assert team.search_calls == [QUESTION]
+
+
+def test_agent_tool_is_durable_only_when_the_sub_agents_tools_are() -> None:
+    team = team_of_three(None)
+    assert agent_tool(team.writer).durable is True  # no tools
+    assert agent_tool(team.researcher).durable is True  # search is durable
+    team.researcher.update_config(tools=[t for t in team.researcher.config.tools] + [
+        agent_tool(AgentOrchestrator(AgentConfig(name="x", system_prompt="p", provider=ScriptedModel([]), model="m",
+                                                 tools=[_side_effect()])))])
+    assert agent_tool(team.researcher).durable is False
+    assert agent_tool(team.writer, name="write", description="Writes").name == "write"
+
+
+def _side_effect() -> Any:
+    from agent import Tool
+
+    return Tool("send", "Send mail", {"type": "object", "properties": {}}, lambda a: "sent")
+
+
+def normalized(text: str) -> str:
+    """The `footprint show` text with what changes between runs replaced: ids, times, durations."""
+    names: dict[str, str] = {}
+
+    def name(match: re.Match[str]) -> str:
+        value = match.group(0)
+        if value not in names:
+            prefix = value[0].upper()
+            names[value] = f"{prefix}{sum(1 for v in names if v[0] == value[0]) + 1}"
+        return names[value]
+
+    text = re.sub(r"\b[rs]-[0-9a-f]{12}-[0-9a-f]{10}\b", name, text)
+    text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "<time>", text)
+    text = re.sub(r"\b\d+\.\d (ms|s)\b", "<d>", text)
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+async def test_footprint_show_draws_the_team_as_one_flowchart(tmp_path: Path, footprint_snapshot: Any) -> None:
+    path = tmp_path / "show.duckdb"
+    with Store.open(path) as store:
+        context = await team_of_three(Recorder(store)).lead.execute(QUESTION)
+    group = click.Group()
+    tracer_cli.register(group)
+    result = CliRunner().invoke(group, ["show", context.run_id or "", "--db", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "team     3 agents: lead, researcher, writer" in result.output
+    assert footprint_snapshot == normalized(result.output)
+    alone = CliRunner().invoke(group, ["show", context.run_id or "", "--db", str(path), "--no-team"])
+    assert "╭─ agent" not in alone.output and "subagent" in alone.output
