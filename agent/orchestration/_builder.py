@@ -21,9 +21,9 @@ from typing import Any
 from tracer import Recorder
 
 from .._facts import FactStore
+from ..providers import Provider
 from ..tools import Tool
 from ..tools._tool import Execute
-from ..providers import Provider
 from ._config import REQUIRED, AgentConfig, MemoryOptions
 from ._orchestrator import AgentOrchestrator
 from .errors import AgentConfigError

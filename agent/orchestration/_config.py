@@ -17,8 +17,8 @@ from typing import Any, Literal
 from tracer import ContextItem, Recorder
 
 from .._facts import FactStore
-from ..tools import Tool
 from ..providers import Provider, Usage
+from ..tools import Tool
 from .errors import AgentConfigError
 
 Status = Literal["running", "completed", "failed", "cancelled"]

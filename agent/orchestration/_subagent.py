@@ -18,8 +18,8 @@ from typing import Any
 from tracer import ContextItem, ItemKind
 
 from .._batch import running_tool
-from ..tools import Tool
 from ..errors import ToolError
+from ..tools import Tool
 from ._config import ExecutionContext
 from ._lineage import ChildLink, close_subagent_stage, open_subagent_stage
 from ._orchestrator import AgentOrchestrator
