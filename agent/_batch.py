@@ -19,7 +19,13 @@ from tracer import ContextItem, EdgeKind, Item, ItemKind, StageKind, StageRecord
 from ._events import ToolFinished, ToolStarted
 from ._hooks import RunContext
 from ._pause import Paused, pause_state
-from .errors import ToolArgumentsError, ToolNotFoundError, ToolRejectedError, ToolTimeoutError
+from .errors import (
+    ToolArgumentsError,
+    ToolNotFoundError,
+    ToolRejectedError,
+    ToolReportedError,
+    ToolTimeoutError,
+)
 from .providers import ToolCall
 from .tools import PauseRun, ToolContext, result_text
 
@@ -57,6 +63,8 @@ async def run_batch(
               for call in calls]
     loop.tail = list(stages)
     results: list[ContextItem | None] = [None] * len(calls)
+    if loop.driver is not None:
+        await loop.driver.batch_started(loop, calls)
     if len(calls) == 1 or agent.sequential_tools:  # one call (the common case), or one after another
         if len(calls) > 1:
             batch.set(sequential=True)
@@ -141,6 +149,8 @@ async def _one_tool(
     result = results[index] = stage.output(result_item(call.id, call.name, content, is_error))
     stage.set(is_error=is_error, duration_ms=round(duration, 3))
     stage.close(StageStatus.ERROR if is_error else StageStatus.OK)
+    if loop.driver is not None:
+        await loop.driver.tool_settled(loop, index, result)
     await loop.hook("on_tool_end", ctx, call, content, is_error, duration)
     if loop.emit is not None:
         loop.emit(ToolFinished(call.id, call.name, content, is_error, duration))
@@ -192,6 +202,8 @@ def result_item(call_id: str, name: str, content: str, is_error: bool) -> Item:
 
 
 def _error_text(call: ToolCall, exc: Exception) -> str:
+    if isinstance(exc, ToolReportedError):
+        return exc.content
     if isinstance(exc, ToolNotFoundError | ToolArgumentsError | ToolRejectedError | ToolTimeoutError):
         return f"Error: {exc}"
     return f"Error: {call.name} failed: {type(exc).__name__}: {exc}"

@@ -29,6 +29,7 @@ from tracer import (
 )
 
 from ._batch import result_item, run_batch
+from ._driver import LoopDriver
 from ._events import AgentEvent, InferenceFinished, PauseState, RunResult, TextDeltaEvent
 from ._hooks import RunContext
 from ._memory import DROPPED_BY_WINDOW
@@ -60,9 +61,12 @@ class _Stop(Exception):  # internal control flow, never seen outside the loop
 class RunLoop:
     """One run of an agent: builds each snapshot, calls the provider, runs tools, records it all."""
 
-    def __init__(self, agent: Agent, emit: Callable[[AgentEvent], None] | None) -> None:
+    def __init__(
+        self, agent: Agent, emit: Callable[[AgentEvent], None] | None, driver: LoopDriver | None = None
+    ) -> None:
         self.agent = agent
         self.emit = emit
+        self.driver = driver
         self.usage = Usage()
         self.turns = 0
         self.tool_calls = 0
@@ -73,6 +77,7 @@ class RunLoop:
         self.tail: list[StageRecording | str] = []  # the latest stages, for an error stage to follow
         self.hook_errors: list[str] = []
         self.session = agent.session_id or agent.conversation_id
+        self.error_stage: str | None = None  # the id of the error stage of a run that failed
 
     # ------------------------------------------------------------------ entry
 
@@ -95,7 +100,9 @@ class RunLoop:
         reraise: BaseException | None = None
         try:
             await self.hook("before_loop", ctx)
-            if pause is None:
+            if self.driver is not None:
+                result = await self._driven(self.driver)
+            elif pause is None:
                 prompt = await self._prepare_prompt(self._input_stage(message))
                 result = await self._loop([prompt], EdgeKind.NEXT)
             else:
@@ -155,6 +162,7 @@ class RunLoop:
         assert self.run is not None
         agent = self.agent
         with self.run.stage(StageKind.ERROR, reason, after=self.tail, attributes={"reason": reason}) as stage:
+            self.error_stage = stage.id
             # the conversation must stay valid for the next run: every tool call gets a result
             pending = list(unrun or ())
             if agent.memory.has(agent.conversation_id):
@@ -241,6 +249,23 @@ class RunLoop:
         self.tail = [prompt_stage]
         return prompt_stage
 
+    async def _driven(self, driver: LoopDriver) -> RunResult:
+        """A run whose input comes from its driver: queued messages, and a batch a crash cut off."""
+        assert self.run is not None
+        with self.run.stage(StageKind.INPUT, "turn input") as stage:
+            added = await driver.begin(self, stage)
+            stage.set(messages=len(added))
+        self.agent.memory.add(self.agent.conversation_id, *added)
+        self.tail = [stage]
+        prompt = await self._prepare_prompt(stage)
+        interrupted = driver.interrupted_batch(self)
+        if interrupted is None:
+            return await self._loop([prompt], EdgeKind.NEXT)
+        calls, call_items, decided = interrupted
+        ctx = RunContext(self.agent.name, self.run.id, self.session, self.turns)
+        after = await self.tool_batch(ctx, prompt, calls, call_items, decided)
+        return await self._loop(await driver.between_inferences(self, after), EdgeKind.JOIN)
+
     # ------------------------------------------------------------------ the loop
 
     async def _loop(self, after: list[StageRecording | str], edge: str) -> RunResult:
@@ -271,6 +296,8 @@ class RunLoop:
             after = await self.tool_batch(ctx, inference, list(response.tool_calls), call_items, {})
             edge = EdgeKind.JOIN
             await self.hook("after_turn", ctx)
+            if self.driver is not None:
+                after = await self.driver.between_inferences(self, after)
 
     async def _infer(
         self, ctx: RunContext, after: list[StageRecording | str], edge: str
@@ -314,6 +341,8 @@ class RunLoop:
                   cost=cost_of(self.model, usage, agent.prices))
         stage.close()
         agent.memory.add(agent.conversation_id, *outputs)
+        if self.driver is not None:
+            await self.driver.responded(self, outputs)
         await self.hook("after_inference", ctx, response)
         if self.emit is not None:
             self.emit(InferenceFinished(self.turns, response.text, len(response.tool_calls), usage))

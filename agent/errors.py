@@ -8,7 +8,8 @@
         │   ├── ToolNotFoundError
         │   ├── ToolArgumentsError       invalid JSON or a schema violation
         │   ├── ToolRejectedError        the approval callback said no
-        │   └── ToolTimeoutError
+        │   ├── ToolTimeoutError
+        │   └── ToolReportedError        a tool's own result says it failed (shown to the model as is)
         ├── ProviderError                a model provider failed; ``retryable`` says whether to retry
         │   ├── ProviderAuthError        bad or missing key (never retried)
         │   ├── ProviderBadRequestError  the request was invalid (never retried)
@@ -56,6 +57,14 @@ class ToolRejectedError(ToolError):
 
 class ToolTimeoutError(ToolError):
     """The tool did not finish in time."""
+
+
+class ToolReportedError(ToolError):
+    """A tool finished, but its result is an error; ``content`` is exactly what the model sees."""
+
+    def __init__(self, content: str) -> None:
+        super().__init__(content)
+        self.content = content
 
 
 class ProviderError(AgentError):
