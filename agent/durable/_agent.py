@@ -364,7 +364,10 @@ class DurableAgent:
                     began = True
                     await call_hook(self.hooks, "before_agent_loop", self.context, errors=self._hook_errors)
                 await call_hook(self.hooks, "before_turn", self.context, errors=self._hook_errors)
-                await self._run_turn(turn)
+                consumed = await self._run_turn(turn)
+                if not consumed:  # the storage refused the queued messages: they wait for the next turn
+                    await self._settle_failure()
+                    return
                 if self._abort:
                     if self._compaction.pending:  # a compaction waits for the turn, aborted or not
                         await self._compaction.run()
@@ -413,7 +416,8 @@ class DurableAgent:
             return Turn(self, [], resume=False)
         return None
 
-    async def _run_turn(self, turn: Turn) -> None:
+    async def _run_turn(self, turn: Turn) -> bool:
+        """Run one turn; False when its queued messages could not be consumed (they stay queued)."""
         text = "\n\n".join(m.text for m in turn.messages) or "(continuing the session)"
         loop = RunLoop(self.agent, self._emit, driver=turn)
         self._in_run = True
@@ -427,6 +431,8 @@ class DurableAgent:
             log.warning("session %s: storing the end of run %s failed: %s", self.id, result.run_id, exc)
             result = RunResult("", "failed", result.run_id, error=str(exc), stop_reason="internal_error")
         self._after_run(result, loop)
+        waiting = {m.key for q in QUEUES for m in self.queues[q]}
+        return not any(m.key in waiting for m in turn.messages)
 
     def _after_run(self, result: RunResult, loop: RunLoop) -> None:
         if result.status == "answered":

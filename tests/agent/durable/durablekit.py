@@ -1,0 +1,171 @@
+"""Helpers the durable-session tests share: a scripted session, a storage that fails on demand,
+and a SQLite storage that survives SIGKILL (for the crash test; DuckDB/PostgreSQL run it too)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from agent import Tool
+from agent.durable import (
+    AgentProviders,
+    DurableAgent,
+    InMemoryPersistence,
+    PersistenceContext,
+    SessionPersistence,
+    SessionRecord,
+)
+from agent.providers import FunctionModel, ModelRequest, Provider
+
+T = TypeVar("T")
+
+
+def last_user(request: ModelRequest) -> str:
+    return request.last_user_text()
+
+
+def echo_model(name: str = "echo") -> FunctionModel:
+    """Answers ``<name>: <the newest user message>``; ``compact`` requests get a summary."""
+
+    def answer(request: ModelRequest) -> str:
+        if "Summarise the conversation" in request.system_text():
+            users = [ci.text for ci in request.context if ci.item.kind == "user"]
+            return "summary: " + " | ".join(users)
+        return f"{name}: {last_user(request)}"
+
+    return FunctionModel(answer, name=name)
+
+
+def session(
+    persistence: SessionPersistence | None = None,
+    llm: Provider | None = None,
+    *,
+    id: str = "s1",
+    tools: Sequence[Tool] = (),
+    providers: AgentProviders | None = None,
+    **kwargs: Any,
+) -> DurableAgent:
+    """A DurableAgent on ``model`` (registered as ``m``, type ``test``)."""
+    if providers is None:
+        providers = AgentProviders().add("m", llm or echo_model(), "test")
+    return DurableAgent(id, providers=providers, provider=kwargs.pop("provider", "m"),
+                        persistence=persistence or InMemoryPersistence(), tools=tools, **kwargs)
+
+
+class FlakyPersistence:
+    """InMemoryPersistence whose operations fail while ``fail`` names them (``"append"``, ...)."""
+
+    def __init__(self, inner: InMemoryPersistence | None = None) -> None:
+        self.inner = inner or InMemoryPersistence()
+        self.fail: set[str] = set()
+        self.calls: list[str] = []
+
+    def _check(self, name: str) -> None:
+        self.calls.append(name)
+        if name in self.fail:
+            raise OSError(f"injected {name} failure")
+
+    async def transaction(self, ctx: PersistenceContext, work: Callable[[PersistenceContext], Awaitable[T]]) -> T:
+        self._check("transaction")
+        return await self.inner.transaction(ctx, work)
+
+    async def load(self, ctx: PersistenceContext) -> Sequence[SessionRecord]:
+        self._check("load")
+        return await self.inner.load(ctx)
+
+    async def append(self, ctx: PersistenceContext, record: SessionRecord) -> None:
+        self._check("append")
+        await self.inner.append(ctx, record)
+
+    async def clear_records(self, ctx: PersistenceContext) -> None:
+        self._check("clear_records")
+        await self.inner.clear_records(ctx)
+
+    async def read_values(self, ctx: PersistenceContext, prefix: str) -> Sequence[tuple[str, Any]]:
+        self._check("read_values")
+        return await self.inner.read_values(ctx, prefix)
+
+    async def write_value(self, ctx: PersistenceContext, key: str, value: Any) -> None:
+        self._check("write_value")
+        await self.inner.write_value(ctx, key, value)
+
+    async def delete_value(self, ctx: PersistenceContext, key: str) -> None:
+        self._check("delete_value")
+        await self.inner.delete_value(ctx, key)
+
+
+class SqlitePersistence:
+    """The protocol on one SQLite file (a transaction is a SQLite transaction): survives SIGKILL."""
+
+    def __init__(self, path: str) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS records (session TEXT, seq INTEGER, kind TEXT, body TEXT,"
+                        " PRIMARY KEY (session, seq))")
+        self.db.execute("CREATE TABLE IF NOT EXISTS vals (session TEXT, key TEXT, value TEXT,"
+                        " PRIMARY KEY (session, key))")
+
+    async def transaction(self, ctx: PersistenceContext, work: Callable[[PersistenceContext], Awaitable[T]]) -> T:
+        if ctx.in_transaction:
+            return await work(ctx)
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            result = await work(replace(ctx, transaction=self.db))
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+        return result
+
+    async def load(self, ctx: PersistenceContext) -> Sequence[SessionRecord]:
+        rows = self.db.execute("SELECT kind, body, seq FROM records WHERE session=? ORDER BY seq", (ctx.session_id,))
+        return [SessionRecord(k, json.loads(b), s) for k, b, s in rows]
+
+    async def append(self, ctx: PersistenceContext, record: SessionRecord) -> None:
+        (top,) = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM records WHERE session=?",
+                                 (ctx.session_id,)).fetchone()
+        self.db.execute("INSERT INTO records VALUES (?, ?, ?, ?)",
+                        (ctx.session_id, top + 1, record.kind, json.dumps(record.body)))
+
+    async def clear_records(self, ctx: PersistenceContext) -> None:
+        self.db.execute("DELETE FROM records WHERE session=?", (ctx.session_id,))
+
+    async def read_values(self, ctx: PersistenceContext, prefix: str) -> Sequence[tuple[str, Any]]:
+        rows = self.db.execute("SELECT key, value FROM vals WHERE session=? AND substr(key, 1, ?)=? ORDER BY key",
+                               (ctx.session_id, len(prefix), prefix))
+        return [(k, json.loads(v)) for k, v in rows]
+
+    async def write_value(self, ctx: PersistenceContext, key: str, value: Any) -> None:
+        self.db.execute("INSERT OR REPLACE INTO vals VALUES (?, ?, ?)", (ctx.session_id, key, json.dumps(value)))
+
+    async def delete_value(self, ctx: PersistenceContext, key: str) -> None:
+        self.db.execute("DELETE FROM vals WHERE session=? AND key=?", (ctx.session_id, key))
+
+
+async def records(persistence: SessionPersistence, session_id: str = "s1") -> list[SessionRecord]:
+    return list(await persistence.load(PersistenceContext(session_id)))
+
+
+async def values(persistence: SessionPersistence, prefix: str = "", session_id: str = "s1") -> list[tuple[str, Any]]:
+    return list(await persistence.read_values(PersistenceContext(session_id), prefix))
+
+
+def texts(agent: DurableAgent) -> list[tuple[str, str]]:
+    return [(ci.item.kind, ci.text) for ci in agent.history]
+
+
+class Gate:
+    """A tool or model step that waits until the test opens it."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.opened = asyncio.Event()
+
+    async def wait(self) -> None:
+        self.entered.set()
+        await self.opened.wait()
