@@ -125,7 +125,7 @@ async def test_bytes_appended_per_turn_do_not_grow_with_the_conversation() -> No
     persistence = InMemoryPersistence()
     agent = session(persistence, FunctionModel(lambda r: "same answer"))
     sizes = []
-    for i in range(30):
+    for _ in range(30):
         before = len(await records(persistence))
         await agent.send("same question")
         await agent.wait_for_idle()

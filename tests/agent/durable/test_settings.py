@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from agent.durable import AgentProviders, DurableHooks, InMemoryPersistence, InferenceSettings, ModelChange, TurnDone
+from agent.durable import (
+    AgentProviders,
+    DurableHooks,
+    InferenceSettings,
+    InMemoryPersistence,
+    ModelChange,
+    TurnDone,
+)
 from agent.durable.errors import SettingsError
 from agent.providers import FunctionModel, ModelRequest
 from tests.agent.durable.durablekit import records, session, texts, values
@@ -58,7 +65,7 @@ def registry() -> tuple[AgentProviders, list[ModelRequest], list[ModelRequest], 
 
 
 async def test_a_compatible_change_keeps_the_conversation() -> None:
-    providers, seen_a, _, seen_c = registry()
+    providers, _, _, seen_c = registry()
     changes: list[ModelChange] = []
     agent = session(providers=providers, provider="a",
                     hooks=DurableHooks(model_changed=lambda ctx, ch: changes.append(ch) or "ignored"))
