@@ -26,9 +26,11 @@ from .errors import (
 )
 from .http import create_app
 from .sessions import (
+    DuckDBPersistence,
     DuckDBSessions,
     Envelope,
     InMemorySessions,
+    PostgresPersistence,
     PostgresSessions,
     SessionStore,
     SessionSummary,
@@ -38,6 +40,7 @@ __all__ = [
     "AgentPool",
     "AwaitingDecisionError",
     "BusHost",
+    "DuckDBPersistence",
     "DuckDBSessions",
     "Envelope",
     "HostAuthError",
@@ -46,6 +49,7 @@ __all__ = [
     "HostingError",
     "InMemorySessions",
     "NotAwaitingError",
+    "PostgresPersistence",
     "PostgresSessions",
     "RecordingsClient",
     "SessionBusyError",

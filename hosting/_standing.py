@@ -307,7 +307,7 @@ class StandingAgent:
         return {
             "session_id": session_id, "version": envelope.version, "status": envelope.status,
             "awaiting": envelope.awaiting, "question": (envelope.pause or {}).get("question"),
-            "messages": len(envelope.conversation.get("messages", [])), "created_at": envelope.created_at,
+            "messages": envelope.message_count, "created_at": envelope.created_at,
             "updated_at": envelope.updated_at, "last_run_id": envelope.last_run_id,
             "active": self._is_active(session_id), "running": session_id in self.running_sessions(),
             "turn": (envelope.turn or {}).get("state"), "persisted_tool_results": sorted(envelope.tool_results),

@@ -14,6 +14,7 @@ from ._compare import (
 )
 from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_runs, diff_snapshots, estimate_tokens
 from ._dropped import DroppedContext, dropped_context
+from ._files import restrict_to_owner
 from ._ids import new_id
 from ._json import canonical_json
 from ._lineage import child_run_ids, child_runs
@@ -126,6 +127,7 @@ __all__ = [
     "origin_from_dict",
     "origin_to_dict",
     "recorded_stages",
+    "restrict_to_owner",
     "run_from_dict",
     "run_to_dict",
     "rundata_from_dict",

@@ -8,6 +8,7 @@ they are written; the policy's description is stored with each run.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -54,7 +55,9 @@ class RedactionPolicy:
         plain = all(_PLAIN.fullmatch(k) and '"' not in k and "\\" not in k for k in self._keyset) and all(
             _PLAIN.fullmatch(g) and '"' not in g and "\\" not in g for g, _ in guards or ()
         )
-        needles = tuple(f'"{k}":' for k in self._keyset) if plain and (guards or not compiled) else None
+        # (a key may also sit inside a JSON string value, escaped: '"args": "{\\"password\\": ..."')
+        needles = tuple(n for k in self._keyset for n in (f'"{k}":', f'\\"{k}\\"')) \
+            if plain and (guards or not compiled) else None
         object.__setattr__(self, "_key_needles", needles)
 
     @classmethod
@@ -80,7 +83,12 @@ class RedactionPolicy:
         return {"keys": list(self.keys), "patterns": list(self.patterns), "hook": hook_name}
 
     def text(self, value: str) -> str:
-        """``value`` with every pattern match masked and the hook applied."""
+        """``value`` with every pattern match masked and the hook applied.
+
+        A string that is itself JSON (a tool call's arguments, a JSON tool result) is masked by key
+        inside, too: ``'{"password": "x"}'`` keeps its shape and loses the password.
+        """
+        value = self._json_inside(value)
         if self._guards is not None and value.isascii() and not self._may_match(value):
             return value if self.hook is None else self.hook(value)
         for pattern in self._compiled:
@@ -88,6 +96,28 @@ class RedactionPolicy:
         if self.hook is not None:
             value = self.hook(value)
         return value
+
+    def _json_inside(self, value: str) -> str:
+        """``value`` with sensitive keys masked when it is a JSON object or array that has one."""
+        if not self._keyset or len(value) < 2:
+            return value
+        start = value.lstrip()[:1]
+        if start not in ("{", "[") or '"' not in value:
+            return value
+        lowered = value.lower()
+        if not any(f'"{k}"' in lowered for k in self._keyset) and "\\u" not in value:
+            return value
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        if not isinstance(parsed, dict | list):
+            return value
+        masked = self.value(parsed)
+        if masked == parsed:
+            return value
+        compact = ", " not in value and ": " not in value
+        return json.dumps(masked, ensure_ascii=False, separators=(",", ":") if compact else None)
 
     def json_text(self, value: Any) -> str:
         """``value`` as JSON text with the policy applied: ``json.dumps(self.value(value), default=str)``.

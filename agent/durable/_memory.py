@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from tracer import RedactionPolicy
+
 from ._persistence import PersistenceContext, SessionRecord
 
 T = TypeVar("T")
@@ -20,12 +22,16 @@ class _Session:
     next_seq: int = 1
 
 
+_POLICY = RedactionPolicy()  # the credential masking every store applies before it keeps anything
+
+
 def _jsonable(value: Any, what: str) -> Any:
-    """A deep copy through JSON, so what is kept is exactly what a real store would give back."""
+    """A deep copy through JSON, credentials masked, so what is kept is exactly what a real store would give back."""
     try:
-        return json.loads(json.dumps(value))
+        text = json.dumps(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} is not JSON-serialisable: {exc}") from None
+    return _POLICY.value(json.loads(text)) if _POLICY.may_change(text) else json.loads(text)
 
 
 class InMemoryPersistence:
@@ -51,7 +57,7 @@ class InMemoryPersistence:
             raise
 
     async def load(self, ctx: PersistenceContext) -> Sequence[SessionRecord]:
-        return list(self._session(ctx).records)
+        return [SessionRecord(r.kind, copy.deepcopy(r.body), r.seq) for r in self._session(ctx).records]
 
     async def append(self, ctx: PersistenceContext, record: SessionRecord) -> None:
         session = self._session(ctx)

@@ -1,9 +1,30 @@
-"""Session stores behind one interface: in memory, DuckDB (the embedded default) and PostgreSQL."""
+"""Session stores: in memory, DuckDB (the embedded default) and PostgreSQL — one record design.
+
+The host's stores (:class:`SessionStore`: envelopes in, envelopes out) are built on the
+persistence protocol of ``agent.durable`` (:class:`DuckDBPersistence`, :class:`PostgresPersistence`
+implement it), so a turn appends only what it added.
+"""
 
 from ._base import SessionStore
 from ._duckdb import DuckDBSessions
+from ._duckdb_persistence import DuckDBPersistence
 from ._envelope import Envelope, SessionSummary
-from ._memory import InMemorySessions
+from ._memory import InMemorySessions, MemoryTables
 from ._postgres import PostgresSessions
+from ._postgres_persistence import PostgresPersistence
+from ._records import RecordSessions
+from ._stored import StoredPersistence
 
-__all__ = ["DuckDBSessions", "Envelope", "InMemorySessions", "PostgresSessions", "SessionStore", "SessionSummary"]
+__all__ = [
+    "DuckDBPersistence",
+    "DuckDBSessions",
+    "Envelope",
+    "InMemorySessions",
+    "MemoryTables",
+    "PostgresPersistence",
+    "PostgresSessions",
+    "RecordSessions",
+    "SessionStore",
+    "SessionSummary",
+    "StoredPersistence",
+]

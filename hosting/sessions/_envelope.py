@@ -1,17 +1,17 @@
-"""The envelope: everything a session store keeps about one session.
+"""The envelope: everything the host keeps about one session, as it holds it in memory.
 
-A session's conversation (``agent.Conversation.to_dict()``), the paused run when the session waits
-for a person (``agent.PauseState.to_dict()``), the marker of the turn in flight or last finished,
-tool results persisted while a tool batch was still running (``sync`` durability), a version for
-optimistic concurrency, and timestamps. Stores keep it as JSON text and never interpret it beyond
-:meth:`Envelope.decode`, which is where "unreadable" is decided. An envelope's parts are read-only
-by convention (a store may hand out copies that share them); the host builds new ones to save.
+A session's conversation (its messages as context items, and ``agent.Conversation``'s other
+fields), the paused run when the session waits for a person (``agent.PauseState.to_dict()``), the
+marker of the turn in flight or last finished, tool results persisted while a tool batch was still
+running (``sync`` durability), a version for optimistic concurrency, and timestamps. An envelope's
+parts are read-only by convention (a store may hand out copies that share them); the host builds
+new ones to save.
 
-A session is saved after every turn, and its conversation only grows, so the stored form is built
-incrementally: :meth:`Envelope.successor` keeps the message dicts of the messages it already held,
-and :meth:`Envelope.encode` keeps the JSON text of each message dict it encoded (checked by
-identity), so saving a long conversation encodes only its new messages. The text is the same as
-encoding the whole envelope at once.
+Stores do not keep envelopes whole: they keep a session's messages as records appended one by one
+and the rest as one small value (see :mod:`hosting.sessions._records`). An envelope therefore
+knows which of its messages are already stored (``stored``, the messages at ``version``), so a
+save appends only the new ones. :meth:`Envelope.decode` reads the whole-envelope text earlier
+versions stored (``footprint.session/1``), which stores migrate on open.
 """
 
 from __future__ import annotations
@@ -19,37 +19,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent import Conversation, PauseState
-from tracer import ContextItem, context_item_to_dict
+from tracer import ContextItem
 
 from ..errors import UnreadableEnvelopeError
 
-FORMAT = "footprint.session/1"
-
-
-def _make_dumps() -> Callable[[Any], str]:
-    """``json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str)``, without its per-call setup.
-
-    json builds a new C encoder on every call, which costs more than encoding a small dict; this
-    one is built once (without the circular-reference check: an envelope's parts come from JSON).
-    """
-    make = getattr(json.encoder, "c_make_encoder", None)
-    try:
-        c_encoder = make(None, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)  # type: ignore[misc]
-    except TypeError:  # no C accelerator (another Python), or another signature: the plain call
-        return json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
-
-    def dumps(obj: Any) -> str:
-        return "".join(c_encoder(obj, 0))
-
-    return dumps
-
-
-_dumps = _make_dumps()
+FORMAT = "footprint.session/1"  # the whole-envelope text of earlier versions
 
 
 @dataclass
@@ -86,9 +64,8 @@ class Envelope:
     # the conversation's messages as parsed context items (immutable), when known: parsing them
     # again re-hashes every item, the most expensive part of hydrating a long conversation
     messages: tuple[ContextItem, ...] | None = field(default=None, repr=False, compare=False)
-    # the message dicts last encoded and their JSON texts (a cache: reused when a dict is the same object)
-    _texts: tuple[tuple[Any, ...], tuple[str, ...]] | None = field(default=None, init=False, repr=False,
-                                                                   compare=False)
+    # the messages as stored at ``version`` (what a save appends after); None: not known here
+    stored: tuple[ContextItem, ...] | None = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------------ reading the parts
 
@@ -131,28 +108,25 @@ class Envelope:
     ) -> Envelope:
         """The envelope to save next for this session, holding ``conversation`` as it stands now.
 
-        Version and timestamps are this envelope's (a store saves it against this version). The
-        messages this envelope already held — the same objects, at the same places — keep their
-        stored form, so only the messages added since are converted (and later encoded).
+        Version and timestamps are this envelope's (a store saves it against this version), and
+        so are the messages it holds as stored: a save appends only what came after them.
         """
-        messages = tuple(conversation.messages)
         data = Conversation(conversation.id, conversation.system_prompt, [], conversation.metadata,
                             conversation.created_at, conversation.updated_at).to_dict()
-        held = self.messages
-        held_dicts = self.conversation.get("messages") if held is not None else None
-        kept = 0
-        if held is not None and isinstance(held_dicts, list) and len(held_dicts) == len(held):
-            limit = min(len(held), len(messages))
-            while kept < limit and messages[kept] is held[kept]:
-                kept += 1
-            data["messages"] = held_dicts[:kept] + [context_item_to_dict(m) for m in messages[kept:]]
-        else:
-            data["messages"] = [context_item_to_dict(m) for m in messages]
-        new = Envelope(self.session_id, data, pause, self.version, self.created_at, self.updated_at,
-                       status=status, last_run_id=last_run_id, turn=turn, tool_results=tool_results,
-                       messages=messages)
-        new._texts = self._texts
-        return new
+        return Envelope(self.session_id, data, pause, self.version, self.created_at, self.updated_at,
+                        status=status, last_run_id=last_run_id, turn=turn, tool_results=tool_results,
+                        messages=tuple(conversation.messages), stored=self.held() if self.version else ())
+
+    def held(self) -> tuple[ContextItem, ...]:
+        """The messages this envelope holds (parsed from ``conversation`` when they are not at hand)."""
+        if self.messages is None:
+            self.messages = tuple(Conversation.from_dict(self.conversation).messages)
+        return self.messages
+
+    @property
+    def message_count(self) -> int:
+        """How many messages the conversation holds."""
+        return len(self.held())
 
     @property
     def awaiting(self) -> bool:
@@ -163,60 +137,13 @@ class Envelope:
         """The list line of this envelope."""
         return SessionSummary(self.session_id, self.version, self.created_at, self.updated_at, self.status)
 
-    # ------------------------------------------------------------------ the stored form
-
-    def encode(self) -> str:
-        """The JSON text a store keeps (version and timestamps are kept beside it, too).
-
-        The same text as :meth:`encode_whole`; the conversation's messages are encoded one by one,
-        and the text of a message dict encoded before (by this envelope or the one it came from)
-        is reused.
-        """
-        conversation = self.conversation
-        messages = conversation.get("messages") if type(conversation) is dict else None
-        if type(messages) is not list or next(reversed(conversation)) != "messages":
-            return self.encode_whole()  # not the shape Conversation.to_dict makes: in one go
-        head = {k: v for k, v in conversation.items() if k != "messages"}
-        texts = ",".join(self._message_texts(messages))
-        conversation_text = _dumps(head)[:-1] + ("," if head else "") + '"messages":[' + texts + "]}"
-        rest = _dumps({
-            "pause": self.pause, "status": self.status, "last_run_id": self.last_run_id, "turn": self.turn,
-            "tool_results": self.tool_results, "created_at": self.created_at,
-        })
-        return (_dumps({"format": FORMAT, "session_id": self.session_id})[:-1] + ',"conversation":'
-                + conversation_text + "," + rest[1:])
-
-    def _message_texts(self, dicts: Sequence[Any]) -> tuple[str, ...]:
-        known_dicts, known_texts = self._texts or ((), ())
-        texts = tuple(
-            known_texts[i] if i < len(known_dicts) and known_dicts[i] is d else _dumps(d)
-            for i, d in enumerate(dicts)
-        )
-        self._texts = (tuple(dicts), texts)
-        return texts
-
-    def encode_whole(self) -> str:
-        """The JSON text a store keeps, encoded in one go by :func:`json.dumps` (what :meth:`encode` equals)."""
-        return json.dumps(
-            {
-                "format": FORMAT,
-                "session_id": self.session_id,
-                "conversation": self.conversation,
-                "pause": self.pause,
-                "status": self.status,
-                "last_run_id": self.last_run_id,
-                "turn": self.turn,
-                "tool_results": self.tool_results,
-                "created_at": self.created_at,
-            },
-            ensure_ascii=False,
-            separators=(",", ":"),
-            default=str,
-        )
+    # ------------------------------------------------------------------ the form earlier versions stored
 
     @classmethod
     def decode(cls, session_id: str, text: str | bytes, *, version: int, updated_at: float) -> Envelope:
-        """An envelope from its stored text; :class:`UnreadableEnvelopeError` names the session otherwise.
+        """An envelope from the whole-envelope text earlier versions stored (``footprint.session/1``).
+
+        :class:`UnreadableEnvelopeError` names the session when it cannot be read.
 
         The conversation and the pause state are parsed here, so a store that returns an envelope
         returns one the host can run.

@@ -1,66 +1,92 @@
-"""The in-memory session store: for tests, demos and a host that may forget on restart."""
+"""The in-memory session store: for tests, demos and a host that may forget on restart.
+
+It is the same record store as DuckDB and PostgreSQL (:class:`MemoryTables` plays the database:
+three dicts written by the shared batch plan), so what the host keeps and how it reads it back
+is tested once for all three.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tracer import RedactionPolicy
 
 from ..errors import VersionConflictError
-from ._base import SessionStore, next_version
-from ._envelope import Envelope, SessionSummary
+from ._records import RecordSessions
+from ._stored import SessionHead, StoredPersistence, StoredSession, WriteSet, plan_batch
 
 
-@dataclass
-class _Row:
-    text: str
-    version: int
-    created_at: float
-    updated_at: float
-    status: str | None
+class MemoryTables(StoredPersistence):
+    """Session heads, records and values in dicts, kept as JSON text like every other store."""
+
+    def __init__(self, *, policy: RedactionPolicy | None = None) -> None:
+        super().__init__(policy=policy)
+        self.location = "memory"
+        self._heads: dict[str, SessionHead] = {}
+        self._records: dict[str, list[tuple[int, str, str]]] = {}
+        self._values: dict[str, dict[str, str]] = {}
+
+    async def _write(self, batch: list[WriteSet]) -> dict[int, VersionConflictError]:
+        plan = plan_batch(batch, {ws.session_id: self._heads[ws.session_id]
+                                  for ws in batch if ws.session_id in self._heads})
+        for sid in plan.drop:
+            self._heads.pop(sid, None)
+            self._records.pop(sid, None)
+            self._values.pop(sid, None)
+        for sid, below in plan.clear_below.items():
+            self._records[sid] = [r for r in self._records.get(sid, []) if r[0] >= below]
+        for sid, seq, kind, body in plan.records:
+            self._records.setdefault(sid, []).append((seq, kind, body))
+        for sid, key in plan.value_deletes:
+            self._values.get(sid, {}).pop(key, None)
+        for sid, key, value in plan.value_upserts:
+            self._values.setdefault(sid, {})[key] = value
+        for head in plan.heads:
+            self._heads[head.session_id] = head
+        return plan.conflicts
+
+    async def read(self, session_id: str, *, records: bool = True, prefix: str | None = "") -> StoredSession:
+        """The session's head, records and values under ``prefix``."""
+        head = self._heads.get(session_id)
+        if head is None:
+            return StoredSession(None, [], [])
+        found = list(self._records.get(session_id, [])) if records else []
+        values = [] if prefix is None else [
+            (k, v) for k, v in self._values.get(session_id, {}).items() if k.startswith(prefix)
+        ]
+        return StoredSession(head, found, values)
+
+    async def heads(self, *, limit: int, offset: int) -> list[SessionHead]:
+        """Sessions the host saved, most recently updated first."""
+        heads = sorted((h for h in self._heads.values() if h.version > 0),
+                       key=lambda h: (h.updated_at, h.session_id), reverse=True)
+        return heads[offset:offset + limit]
+
+    async def stored_bytes(self) -> int:
+        """The bytes of record bodies and values kept."""
+        return sum(len(b.encode()) for rs in self._records.values() for _, _, b in rs) + sum(
+            len(v.encode()) for vs in self._values.values() for v in vs.values())
+
+    async def write_raw_value(self, session_id: str, key: str, text: str) -> None:
+        """Store ``text`` as a value as is, unchecked (tests use it to plant unreadable data)."""
+        self._values.setdefault(session_id, {})[key] = text
+        self._heads.setdefault(session_id, SessionHead(session_id, 1, 1))
 
 
-class InMemorySessions(SessionStore):
-    """Sessions in a dict, kept as encoded JSON text like every other store (no shared objects)."""
+class InMemorySessions(RecordSessions):
+    """The host's sessions in this process only (lost when it exits)."""
 
     name = "memory"
 
-    def __init__(self) -> None:
-        self._rows: dict[str, _Row] = {}
+    def __init__(self, *, policy: RedactionPolicy | None = None) -> None:
+        super().__init__(MemoryTables(policy=policy))
 
-    async def load(self, session_id: str) -> Envelope | None:
-        """The session's envelope, or None."""
-        row = self._rows.get(session_id)
-        if row is None:
-            return None
-        return Envelope.decode(session_id, row.text, version=row.version, updated_at=row.updated_at)
-
-    async def save(self, envelope: Envelope, *, durable: bool = True) -> Envelope:
-        """Store the envelope when its version is current (no await inside: atomic on the loop)."""
-        row = self._rows.get(envelope.session_id)
-        found = 0 if row is None else row.version
-        if found != envelope.version:
-            raise VersionConflictError(envelope.session_id, envelope.version, None if row is None else found)
-        saved = next_version(envelope)
-        self._rows[envelope.session_id] = _Row(
-            saved.encode(), saved.version, saved.created_at, saved.updated_at, saved.status
-        )
-        return saved
-
-    async def delete(self, session_id: str) -> bool:
-        """Remove a session."""
-        return self._rows.pop(session_id, None) is not None
-
-    async def list(self, *, limit: int = 1000, offset: int = 0) -> list[SessionSummary]:
-        """Sessions, most recently updated first."""
-        rows = sorted(self._rows.items(), key=lambda kv: (kv[1].updated_at, kv[0]), reverse=True)
-        return [
-            SessionSummary(sid, r.version, r.created_at, r.updated_at, r.status)
-            for sid, r in rows[offset:offset + limit]
-        ]
-
-    async def write_raw(self, session_id: str, text: str) -> None:
-        """Overwrite a session's stored text as is (tests use it to store a corrupt envelope)."""
-        row = self._rows.get(session_id)
-        if row is None:
-            self._rows[session_id] = _Row(text, 1, 0.0, 0.0, None)
-        else:
-            row.text = text
+    def snapshot(self) -> InMemorySessions:
+        """A new store holding what this one has committed now (what a file would hold after a crash)."""
+        tables = self.persistence
+        assert isinstance(tables, MemoryTables)
+        copied = InMemorySessions(policy=tables.policy)
+        target = copied.persistence
+        assert isinstance(target, MemoryTables)
+        target._heads = dict(tables._heads)
+        target._records = {k: list(v) for k, v in tables._records.items()}
+        target._values = {k: dict(v) for k, v in tables._values.items()}
+        return copied

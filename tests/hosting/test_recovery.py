@@ -7,7 +7,6 @@ store and starting a new host on it (tests/hosting/test_crash.py does it for rea
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 from typing import Any
 
@@ -57,9 +56,7 @@ class Scenario:
 
 def _crash_copy(sessions: InMemorySessions) -> InMemorySessions:
     """What a store on disk would hold if the host died now."""
-    copied = InMemorySessions()
-    copied._rows = copy.deepcopy(sessions._rows)
-    return copied
+    return sessions.snapshot()
 
 
 async def _wait_for_result(sessions: InMemorySessions, call_id: str) -> None:
@@ -159,8 +156,7 @@ async def test_a_crash_after_the_answer_was_persisted_just_marks_the_turn_done()
     assert stored is not None and stored.turn is not None
     # as if the host died between the last checkpoint and the final save
     crashed = dataclasses.replace(stored, turn={**stored.turn, "state": "running"})
-    sessions._rows.clear()
-    await sessions.save(dataclasses.replace(crashed, version=0))
+    await sessions.save(crashed)
     reply = await host.handle("and then?", session_id="alice")
     assert reply.recovered is not None and reply.recovered["answer"] == "both: fast result, slow result"
     assert scenario.executed == ["fast", "slow"]  # nothing ran again

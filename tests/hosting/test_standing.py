@@ -235,7 +235,8 @@ async def test_an_unreadable_stored_conversation_fails_the_request_naming_the_se
     with pytest.raises(UnreadableEnvelopeError, match="'alice'"):
         await host.handle("are you there?", session_id="alice")
     # never answered fresh: the broken data is still there, untouched
-    assert sessions._rows["alice"].text == "{not json"
+    stored = await sessions.persistence.read("alice", prefix="host.")
+    assert dict(stored.values)["host.session"] == "{not json"
     # an absent session, in contrast, starts fresh
     assert (await host.handle("hi", session_id="bob")).answer == "echo #1: hi"
     await host.close()

@@ -25,23 +25,11 @@ from hosting import (
     UnreadableEnvelopeError,
     VersionConflictError,
 )
+from tests.hosting.sessions.test_persistence_conformance import postgres_dsn
 from tracer import ContextItem, Item, ItemKind, Origin, OriginKind, Store
 
-PG_DSNS = ("postgresql://postgres@127.0.0.1:5432/test", "postgresql://root@127.0.0.1:5432/test")
 
-
-def _postgres_dsn() -> str | None:
-    for dsn in PG_DSNS:
-        try:
-            with psycopg.connect(dsn, connect_timeout=3) as con:
-                con.execute("SELECT 1")
-            return dsn
-        except psycopg.Error:
-            continue
-    return None
-
-
-@pytest.fixture(params=["memory", "duckdb-recordings-file", "duckdb-own-file", "duckdb-unindexed", "postgresql"])
+@pytest.fixture(params=["memory", "duckdb-recordings-file", "duckdb-own-file", "duckdb-uncached", "postgresql"])
 async def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
     kind = request.param
     if kind == "memory":
@@ -56,12 +44,12 @@ async def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
         s = DuckDBSessions(path=str(tmp_path / "sessions.duckdb"))
         yield s
         await s.close()
-    elif kind == "duckdb-unindexed":  # no ids kept in memory, no read cache: every load reads DuckDB
-        s = DuckDBSessions(path=str(tmp_path / "sessions.duckdb"), index_limit=0, cache_bytes=0)
+    elif kind == "duckdb-uncached":  # no read cache: every load reads DuckDB
+        s = DuckDBSessions(path=str(tmp_path / "sessions.duckdb"), cache_bytes=0)
         yield s
         await s.close()
     else:
-        dsn = _postgres_dsn()
+        dsn = postgres_dsn()
         if dsn is None:
             pytest.skip("no PostgreSQL server on 127.0.0.1:5432 (CI starts one)")
         schema = f"fp_test_{uuid.uuid4().hex[:12]}"
@@ -94,7 +82,7 @@ async def test_save_then_load_round_trips_every_part(sessions: SessionStore) -> 
     loaded = await sessions.load("alice")
     assert loaded is not None
     assert loaded.version == 1
-    assert loaded.conversation == saved.conversation
+    assert loaded.conversation_obj().to_dict() == saved.conversation_obj().to_dict()
     assert [m.item.text for m in loaded.conversation_obj().messages] == ["hello", "ünïcode ✓"]
     assert loaded.pause == pause and loaded.pause_state() is not None
     assert (loaded.status, loaded.last_run_id, loaded.turn) == ("awaiting", "r1", {"state": "done", "turn_id": "t1"})
@@ -127,17 +115,17 @@ async def test_concurrent_saves_of_one_version_let_exactly_one_win(sessions: Ses
     assert len(winners) == 1
     assert all(isinstance(o, VersionConflictError) for o in outcomes if not isinstance(o, Envelope))
     loaded = await sessions.load("carol")
-    assert loaded is not None and loaded.conversation == winners[0].conversation
+    assert loaded is not None and loaded.conversation_obj().to_dict() == winners[0].conversation_obj().to_dict()
 
 
 async def test_unreadable_envelope_names_the_session(sessions: SessionStore) -> None:
     await sessions.save(_envelope("dave", "hello"))
-    await sessions.write_raw("dave", '{"format": "footprint.session/1", "conversation": {"mess')  # type: ignore[attr-defined]
+    await sessions.write_raw("dave", '{"format": "footprint.session/2", "conversation": {"mess')  # type: ignore[attr-defined]
     with pytest.raises(UnreadableEnvelopeError, match="'dave'") as caught:
         await sessions.load("dave")
     assert caught.value.session_id == "dave"
-    await sessions.write_raw("dave", '{"format": "footprint.session/1", "session_id": "dave", "conversation": 3}')  # type: ignore[attr-defined]
-    with pytest.raises(UnreadableEnvelopeError, match="conversation is malformed"):
+    await sessions.write_raw("dave", '{"format": "footprint.session/2", "conversation": 3}')  # type: ignore[attr-defined]
+    with pytest.raises(UnreadableEnvelopeError, match="conversation fields are malformed"):
         await sessions.load("dave")
 
 

@@ -12,12 +12,12 @@ import pytest
 from agent.providers import FunctionModel, ModelRequest
 from hosting import PostgresSessions, SessionBusyError, VersionConflictError, standing_agent
 from tests.hosting.hostkit import make_agent
-from tests.hosting.sessions.test_conformance import _postgres_dsn
+from tests.hosting.sessions.test_persistence_conformance import postgres_dsn
 
 
 @pytest.fixture
 async def pg() -> AsyncIterator[tuple[str, str]]:
-    dsn = _postgres_dsn()
+    dsn = postgres_dsn()
     if dsn is None:
         pytest.skip("no PostgreSQL server on 127.0.0.1:5432 (CI starts one)")
     schema = f"fp_test_{uuid.uuid4().hex[:12]}"

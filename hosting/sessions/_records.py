@@ -1,0 +1,298 @@
+"""The host's sessions on the persistence protocol: a turn appends what it added, nothing more.
+
+A session is stored as
+
+* one record per message of its conversation, in order (kind: the item's kind, body: the context
+  item's JSON form), and a ``host.rewind`` record when a tail of the conversation was dropped
+  (recovery does that, rarely) — so the records only ever grow;
+* one value, ``host.session``: the conversation's other fields, the paused run, the turn marker,
+  tool results persisted mid-batch, status and last run — small, and rewritten by each save;
+* the session's head row: the version (optimistic concurrency), status and timestamps.
+
+A save is one write set — the new records, the value, the guarded head — committed with whatever
+other sessions are saving (group commit) before it returns. A save whose version is stale writes
+nothing and raises :class:`VersionConflictError`. On a store with one writer process (memory,
+DuckDB) the envelopes this process saved are kept in a bounded cache, so a session's next turn
+reads nothing.
+
+Credentials are masked before anything is kept; the envelope a save returns (and caches) holds
+the masked messages, so this process continues from exactly what a restarted one would load.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from tracer import ContextItem, RedactionPolicy, context_item_from_dict, context_item_to_dict
+
+from ..errors import SessionStoreError, UnreadableEnvelopeError, VersionConflictError
+from ._base import SessionStore
+from ._envelope import Envelope, SessionSummary
+from ._stored import HeadUpdate, StoredPersistence, StoredSession, WriteSet
+
+FORMAT = "footprint.session/2"
+SESSION_VALUE = "host.session"  # everything of the envelope but its messages
+UNREADABLE_VALUE = "host.unreadable"  # what an earlier version stored and nobody could read
+REWIND = "host.rewind"  # a record: the conversation keeps its first ``keep`` messages
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _masked(value: Any, policy: RedactionPolicy) -> tuple[str, bool]:
+    """``value`` as stored JSON text, and whether masking changed it."""
+    text = _dumps(value)
+    if policy.may_change(text):
+        masked = _dumps(policy.value(value))
+        return masked, masked != text
+    return text, False
+
+
+def _common_prefix(messages: Sequence[ContextItem], stored: Sequence[ContextItem]) -> int:
+    limit = min(len(messages), len(stored))
+    kept = 0
+    while kept < limit and (messages[kept] is stored[kept] or messages[kept] == stored[kept]):
+        kept += 1
+    return kept
+
+
+def envelope_writes(
+    envelope: Envelope, policy: RedactionPolicy, *, version: int, updated_at: float, expected: int | None = None,
+) -> tuple[WriteSet, Envelope]:
+    """The write set that stores ``envelope`` at ``version`` on top of what it says is stored, and the
+    envelope as stored (masked)."""
+    messages = envelope.held()
+    stored = envelope.stored or () if envelope.version else ()
+    kept = _common_prefix(messages, stored)
+    writes = WriteSet(envelope.session_id)
+    if kept < len(stored):
+        writes.appends.append((REWIND, _dumps({"keep": kept})))
+    saved_messages = list(messages[:kept])
+    for message in messages[kept:]:
+        text, changed = _masked(context_item_to_dict(message), policy)
+        writes.appends.append((message.item.kind, text))
+        saved_messages.append(context_item_from_dict(json.loads(text)) if changed else message)
+    head = {k: v for k, v in envelope.conversation.items() if k != "messages"}
+    rest = {"pause": envelope.pause, "turn": envelope.turn, "tool_results": envelope.tool_results}
+    text, changed = _masked({"format": FORMAT, "conversation": head, "status": envelope.status,
+                             "last_run_id": envelope.last_run_id, **rest}, policy)
+    writes.values[SESSION_VALUE] = text
+    if changed:
+        back = json.loads(text)
+        rest = {k: back[k] for k in rest}
+    writes.head = HeadUpdate(envelope.version if expected is None else expected, version, envelope.created_at,
+                             updated_at, envelope.status)
+    held = tuple(saved_messages)
+    saved = envelope.replace(version=version, updated_at=updated_at, conversation={**head, "messages": []},
+                             messages=held, stored=held, **rest)
+    return writes, saved
+
+
+def envelope_from(session_id: str, stored: StoredSession) -> Envelope | None:
+    """The envelope stored records and values make; None when the host never saved the session."""
+    head = stored.head
+    if head is None:
+        return None
+    values = dict(stored.values)
+    if UNREADABLE_VALUE in values:
+        try:
+            reason = str(json.loads(values[UNREADABLE_VALUE]).get("reason"))
+        except (ValueError, AttributeError):
+            reason = "an earlier version stored data nobody could read"
+        raise UnreadableEnvelopeError(session_id, reason)
+    text = values.get(SESSION_VALUE)
+    if text is None:
+        if head.version == 0:
+            return None  # records or values of the protocol only (not the host's)
+        raise UnreadableEnvelopeError(session_id, f"its {SESSION_VALUE} value is missing")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UnreadableEnvelopeError(session_id, f"its {SESSION_VALUE} value is not JSON: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise UnreadableEnvelopeError(session_id, f"its {SESSION_VALUE} value is not a {FORMAT} object")
+    conversation, pause, turn = data.get("conversation"), data.get("pause"), data.get("turn")
+    results = data.get("tool_results") or {}
+    if not isinstance(conversation, dict) or "id" not in conversation:
+        raise UnreadableEnvelopeError(session_id, "its conversation fields are malformed")
+    if (pause is not None and not isinstance(pause, dict)) or (turn is not None and not isinstance(turn, dict)) \
+            or not isinstance(results, dict):
+        raise UnreadableEnvelopeError(session_id, "its paused run, turn marker or tool results are malformed")
+    messages: list[ContextItem] = []
+    for seq, kind, body in stored.records:
+        try:
+            data_body = json.loads(body)
+            if kind == REWIND:
+                del messages[int(data_body["keep"]):]
+                continue
+            messages.append(context_item_from_dict(data_body))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UnreadableEnvelopeError(session_id, f"its record {seq} ({kind}) is malformed: {exc}") from exc
+    if pause is not None:
+        from agent import PauseState
+
+        try:
+            PauseState.from_dict(pause)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise UnreadableEnvelopeError(session_id, f"its paused run is malformed: {exc}") from exc
+    held = tuple(messages)
+    return Envelope(
+        session_id, {**conversation, "messages": []}, pause, head.version, head.created_at, head.updated_at,
+        status=data.get("status"), last_run_id=data.get("last_run_id"), turn=turn, tool_results=results,
+        messages=held, stored=held,
+    )
+
+
+def legacy_writes(rows: list[tuple[Any, ...]], policy: RedactionPolicy) -> list[WriteSet]:
+    """The write sets that store the whole-envelope rows of earlier versions as records.
+
+    ``rows``: (session_id, version, created_at, updated_at, status, payload). A row nobody can read
+    is kept as it was (in ``host.unreadable``), so the session keeps failing with the same clear
+    error instead of starting fresh.
+    """
+    out: list[WriteSet] = []
+    for session_id, version, created_at, updated_at, status, payload in rows:
+        try:
+            envelope = Envelope.decode(session_id, payload, version=0, updated_at=float(updated_at or 0))
+        except UnreadableEnvelopeError as exc:
+            writes = WriteSet(session_id, values={UNREADABLE_VALUE: _dumps(
+                {"reason": exc.reason, "payload": policy.text(str(payload))})})
+            writes.head = HeadUpdate(0, max(1, int(version)), float(created_at or 0), float(updated_at or 0), status)
+            out.append(writes)
+            continue
+        writes, _ = envelope_writes(envelope.replace(created_at=float(created_at or envelope.created_at)), policy,
+                                    version=max(1, int(version)), updated_at=float(updated_at or 0), expected=0)
+        out.append(writes)
+    return out
+
+
+class RecordSessions(SessionStore):
+    """The host's :class:`SessionStore` on a record store (memory, DuckDB or PostgreSQL).
+
+    ``cache_bytes`` bounds the cache of envelopes this process saved (only for a store with one
+    writer process; 0 turns it off).
+    """
+
+    def __init__(self, persistence: StoredPersistence, *, cache_bytes: int = 64 * 1024 * 1024) -> None:
+        self.persistence = persistence
+        self.shared = persistence.shared
+        self.location = persistence.location
+        self._cache: OrderedDict[str, tuple[Envelope, int]] = OrderedDict()
+        self._cache_bytes = 0
+        self._cache_limit = 0 if persistence.shared else cache_bytes
+
+    @property
+    def policy(self) -> RedactionPolicy:
+        """The credential masking applied to everything kept."""
+        return self.persistence.policy
+
+    @property
+    def healthy(self) -> bool:
+        """False once the database failed in a way only reopening it can mend."""
+        return bool(getattr(self.persistence, "healthy", True))
+
+    async def reopen(self) -> None:
+        """Reopen the database after a fatal error (:class:`SessionStoreError` when it cannot be)."""
+        self._cache.clear()
+        self._cache_bytes = 0
+        reopen = getattr(self.persistence, "reopen", None)
+        if reopen is None:
+            raise SessionStoreError(f"the session store {self.location} cannot be reopened")
+        await reopen()
+
+    # ------------------------------------------------------------------ the cache
+
+    def _remember(self, envelope: Envelope, size: int) -> None:
+        self._forget(envelope.session_id)
+        if size > self._cache_limit // 4:
+            return
+        self._cache[envelope.session_id] = (envelope, size)
+        self._cache_bytes += size
+        while self._cache_bytes > self._cache_limit and self._cache:
+            _, (_, dropped) = self._cache.popitem(last=False)
+            self._cache_bytes -= dropped
+
+    def _forget(self, session_id: str) -> None:
+        entry = self._cache.pop(session_id, None)
+        if entry is not None:
+            self._cache_bytes -= entry[1]
+
+    # ------------------------------------------------------------------ the interface
+
+    async def load(self, session_id: str) -> Envelope | None:
+        """The session's envelope, or None; :class:`UnreadableEnvelopeError` when it cannot be read."""
+        cached = self._cache.get(session_id)
+        if cached is not None:
+            self._cache.move_to_end(session_id)
+            return cached[0].copy()
+        stored = await self.persistence.read(session_id, prefix="host.")
+        envelope = envelope_from(session_id, stored)
+        if envelope is not None and self._cache_limit:
+            self._remember(envelope.copy(), sum(len(b) for _, _, b in stored.records))
+        return envelope
+
+    async def save(self, envelope: Envelope, *, durable: bool = True) -> Envelope:
+        """Append what the envelope added since the version it was loaded at; returns once committed.
+
+        ``durable`` is accepted for compatibility and ignored: every save is committed before it
+        returns (a reply is never sent for a turn that is not stored).
+        """
+        if envelope.version and envelope.stored is None:
+            envelope = envelope.replace(stored=await self._stored_messages(envelope))
+        now = max(time.time(), envelope.updated_at)
+        writes, saved = envelope_writes(envelope, self.policy, version=envelope.version + 1, updated_at=now)
+        try:
+            await self.persistence.commit(writes)
+        except BaseException:
+            self._forget(envelope.session_id)
+            raise
+        if self._cache_limit:
+            previous = self._cache.get(envelope.session_id)
+            size = (previous[1] if previous is not None and envelope.version else 0) + sum(
+                len(body) for _, body in writes.appends)
+            self._remember(saved.copy(), size)
+        return saved
+
+    async def _stored_messages(self, envelope: Envelope) -> tuple[ContextItem, ...]:
+        """The messages stored at ``envelope.version`` (for an envelope that does not say which they are)."""
+        try:
+            current = await self.load(envelope.session_id)
+        except UnreadableEnvelopeError:
+            current = None
+        if current is None or current.version != envelope.version:
+            raise VersionConflictError(envelope.session_id, envelope.version, None if current is None else current.version)
+        return current.held()
+
+    async def delete(self, session_id: str) -> bool:
+        """Remove a session: its records, values and head."""
+        self._forget(session_id)
+        return await self.persistence.drop(session_id)
+
+    async def list(self, *, limit: int = 1000, offset: int = 0) -> list[SessionSummary]:
+        """Sessions, most recently updated first."""
+        return [SessionSummary(h.session_id, h.version, h.created_at, h.updated_at, h.status)
+                for h in await self.persistence.heads(limit=limit, offset=offset)]
+
+    async def flush(self) -> None:
+        """Return once every save made so far is committed."""
+        await self.persistence.flush()
+
+    async def close(self) -> None:
+        """Release the database."""
+        self._cache.clear()
+        self._cache_bytes = 0
+        await self.persistence.close()
+
+    async def write_raw(self, session_id: str, text: str) -> None:
+        """Store ``text`` as the session's value as is (tests use it to store unreadable data)."""
+        self._forget(session_id)
+        await self.persistence.write_raw_value(session_id, SESSION_VALUE, text)  # type: ignore[attr-defined]
+
+    async def stored_bytes(self) -> int:
+        """The bytes of records and values kept (the soak bench's measure of growth)."""
+        return int(await self.persistence.stored_bytes())  # type: ignore[attr-defined]

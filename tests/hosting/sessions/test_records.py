@@ -1,0 +1,183 @@
+"""The host's sessions as records: a save appends what is new, loads give it back, old stores migrate."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent import Conversation
+from hosting import DuckDBSessions, Envelope, InMemorySessions, PostgresSessions, UnreadableEnvelopeError
+from hosting.sessions import RecordSessions
+from tests.hosting.sessions.test_persistence_conformance import API_KEY, postgres_dsn
+from tracer import ContextItem, Item, ItemKind, Origin, OriginKind, Store
+
+FIXTURE = Path(__file__).resolve().parents[3] / "fixtures" / "sessions" / "v1-envelopes.json"
+
+
+def _item(kind: str, text: str) -> ContextItem:
+    return ContextItem(Item.of_text(kind, text), Origin(OriginKind.USER if kind == ItemKind.USER else OriginKind.STAGE))
+
+
+def _fresh(session_id: str, *texts: str) -> Envelope:
+    conversation = Conversation(session_id, "You are terse.", [_item(ItemKind.USER, t) for t in texts])
+    return Envelope(session_id, conversation.to_dict(), messages=tuple(conversation.messages))
+
+
+async def _next(sessions: RecordSessions, envelope: Envelope, *added: ContextItem, drop: int = 0,
+                turn: dict[str, Any] | None = None) -> Envelope:
+    conversation = envelope.conversation_obj()
+    if drop:
+        del conversation.messages[max(0, len(conversation.messages) - drop):]
+    conversation.messages.extend(added)
+    return await sessions.save(envelope.successor(conversation, pause=None, status="answered", last_run_id="r",
+                                                  turn=turn, tool_results={}))
+
+
+@pytest.fixture(params=["memory", "duckdb", "duckdb-uncached"])
+async def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[RecordSessions]:
+    if request.param == "memory":
+        s: RecordSessions = InMemorySessions()
+    else:
+        s = DuckDBSessions(path=str(tmp_path / f"{uuid.uuid4().hex}.duckdb"),
+                           cache_bytes=0 if request.param == "duckdb-uncached" else 64 << 20)
+    yield s
+    await s.close()
+
+
+async def test_each_save_appends_only_what_the_turn_added(sessions: RecordSessions) -> None:
+    envelope = await sessions.save(_fresh("long", "turn 0"))
+    sizes = []
+    for n in range(1, 150):
+        before = await sessions.stored_bytes()
+        envelope = await _next(sessions, envelope, _item(ItemKind.ASSISTANT, "x" * 200), _item(ItemKind.USER, f"t{n:04}"),
+                               turn={"state": "done", "n": n})
+        sizes.append(await sessions.stored_bytes() - before)
+    # the bytes a save adds do not grow with the conversation (the session value is rewritten, the same size)
+    assert max(sizes[1:]) - min(sizes[1:]) <= 2, sizes  # (the first replaces a value without a turn)
+    stored = await sessions.persistence.read("long", prefix="host.")
+    assert len(stored.records) == 1 + 2 * 149  # one record per message, nothing rewritten
+    loaded = await sessions.load("long")
+    assert loaded is not None and loaded.version == 150 and loaded.message_count == 299
+    assert loaded.turn == {"state": "done", "n": 149}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.lists(st.sampled_from(["a", "b", "ü ✓", ""]), max_size=3), st.integers(0, 3)),
+                min_size=1, max_size=8))
+async def test_added_and_dropped_messages_load_back_exactly(sessions: RecordSessions,
+                                                            turns: list[tuple[list[str], int]]) -> None:
+    sid = f"p-{uuid.uuid4().hex[:8]}"
+    envelope = await sessions.save(_fresh(sid, "first"))
+    expected = envelope.conversation_obj().messages
+    for texts, drop in turns:
+        added = [_item(ItemKind.ASSISTANT, t) for t in texts]
+        envelope = await _next(sessions, envelope, *added, drop=drop)
+        expected = expected[:max(0, len(expected) - drop)] + added if drop else expected + added
+        loaded = await sessions.load(sid)
+        assert loaded is not None and list(loaded.conversation_obj().messages) == expected
+        envelope = loaded
+
+
+async def test_credentials_never_reach_the_store_nor_the_next_turn(sessions: RecordSessions) -> None:
+    envelope = await sessions.save(_fresh("sec", f"my key is {API_KEY}"))
+    call = ContextItem(Item(ItemKind.TOOL_CALL, {"id": "c1", "name": "login",
+                                                 "arguments": json.dumps({"user": "ada", "password": "hunter2"})}),
+                       Origin(OriginKind.STAGE))
+    envelope = await _next(sessions, envelope, call, turn={"state": "done", "reply": {"error": f"bad key {API_KEY}"}})
+    for held in (envelope, await sessions.load("sec")):
+        assert held is not None
+        text = repr(held.conversation_obj().to_dict()) + repr(held.turn)
+        assert API_KEY not in text and "hunter2" not in text and "[REDACTED]" in text
+    raw = await sessions.persistence.read("sec", prefix="")
+    assert API_KEY not in repr(raw) and "hunter2" not in repr(raw)
+
+
+def _legacy_rows() -> tuple[str, list[list[Any]]]:
+    data = json.loads(FIXTURE.read_text())
+    return data["ddl"], data["rows"]
+
+
+async def _assert_migrated(sessions: RecordSessions) -> None:
+    alice = await sessions.load("alice")
+    assert alice is not None and alice.version == 12 and alice.status == "answered"
+    kinds = [(m.item.kind, m.item.text) for m in alice.conversation_obj().messages]
+    assert [t for k, t in kinds if k == "user"] == ["hello", "weather?", "thanks"]
+    assert [t for k, t in kinds if k == "assistant"] == ["echo #1: hello", "echo #2: weather?", "echo #3: thanks"]
+    assert [m.item.body["call_id"] for m in alice.conversation_obj().messages if m.item.kind == "tool_result"] == \
+        ["call-w1"]
+    assert alice.turn is not None and alice.turn["state"] == "done" and alice.turn["turn_id"] == "alice-thanks"
+    bob = await sessions.load("bob")
+    assert bob is not None and bob.status == "awaiting" and bob.pause_state() is not None
+    assert bob.pause is not None and bob.pause["question"] == "Which day?"
+    with pytest.raises(UnreadableEnvelopeError, match=r"'carol'.*not JSON"):
+        await sessions.load("carol")  # refused before, refused after: never replaced by a fresh one
+    assert sorted(s.session_id for s in await sessions.list()) == ["alice", "bob", "carol"]
+    # and the migrated session goes on by appending
+    more = await _next(sessions, alice, _item(ItemKind.USER, "and now?"))
+    assert more.version == 13
+    again = await sessions.load("alice")
+    assert again is not None and again.message_count == alice.message_count + 1
+
+
+@pytest.mark.parametrize("where", ["own-file", "recordings-file"])
+async def test_a_duckdb_store_of_the_envelope_version_migrates_on_open(tmp_path: Path, where: str) -> None:
+    ddl, rows = _legacy_rows()
+    path = tmp_path / "old.duckdb"
+    recordings = Store.open(path) if where == "recordings-file" else None
+    con = recordings.cursor() if recordings is not None else duckdb.connect(str(path))
+    con.execute(ddl)
+    con.executemany("INSERT INTO fp_session VALUES (?, ?, ?, ?, ?, ?)", rows)
+    con.close()
+    sessions = DuckDBSessions(recordings) if recordings is not None else DuckDBSessions(path=str(path))
+    try:
+        await _assert_migrated(sessions)
+        tables = {r[0] for r in sessions.persistence._con.execute(  # type: ignore[attr-defined]
+            "SELECT table_name FROM information_schema.tables").fetchall()}
+        assert "fp_session" not in tables and {"fp_session_head", "fp_session_record", "fp_session_value"} <= tables
+    finally:
+        await sessions.close()
+        if recordings is not None:
+            recordings.close()
+    reopened = DuckDBSessions(path=str(path)) if recordings is None else None
+    if reopened is not None:  # a second open finds nothing more to migrate
+        await reopened.close()
+
+
+async def test_a_postgres_store_of_the_envelope_version_migrates_on_first_use() -> None:
+    dsn = postgres_dsn()
+    if dsn is None:
+        pytest.skip("no PostgreSQL server on 127.0.0.1:5432 (CI starts one)")
+    ddl, rows = _legacy_rows()
+    schema = f"fp_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as con:
+        con.execute(f"CREATE SCHEMA {schema}")
+        con.execute(ddl.replace("CREATE TABLE fp_session", f"CREATE TABLE {schema}.fp_session")
+                    .replace("VARCHAR", "TEXT").replace('"version"', "version").replace("DOUBLE", "DOUBLE PRECISION"))
+        with con.cursor() as cur:
+            cur.executemany(f"INSERT INTO {schema}.fp_session VALUES (%s, %s, %s, %s, %s, %s)", rows)
+    sessions = PostgresSessions(dsn, schema=schema)
+    try:
+        await _assert_migrated(sessions)
+    finally:
+        await sessions.close()
+        with psycopg.connect(dsn, autocommit=True) as con:
+            con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+async def test_a_session_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "own.duckdb"
+    sessions = DuckDBSessions(path=str(path))
+    await sessions.save(_fresh("a", "hello"))
+    await sessions.close()
+    assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0
