@@ -10,8 +10,10 @@ sees and can correct from; none of them ends the run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from tracer import ContextItem, EdgeKind, Item, ItemKind, StageKind, StageRecording, StageStatus
@@ -41,6 +43,16 @@ _RUNNING_TOOL: contextvars.ContextVar[tuple[StageRecording, ContextItem] | None]
 def running_tool() -> tuple[StageRecording, ContextItem] | None:
     """The stage of the tool call running in this task and the call item, or None outside a tool."""
     return _RUNNING_TOOL.get()
+
+
+@contextlib.contextmanager
+def running_under(stage: StageRecording, item: ContextItem) -> Iterator[None]:
+    """Within the block, work started by a tool is recorded under ``stage`` (a plan step, say)."""
+    token = _RUNNING_TOOL.set((stage, item))
+    try:
+        yield
+    finally:
+        _RUNNING_TOOL.reset(token)
 
 
 async def run_batch(
@@ -128,11 +140,8 @@ async def _one_tool(
             content, is_error = known
             stage.set(served_from="pause")
         else:
-            running = _RUNNING_TOOL.set((stage, call_item))
-            try:
+            with running_under(stage, call_item):
                 content = await _execute(loop, ctx, call, stage, skip_approval=call.id in decided)
-            finally:
-                _RUNNING_TOOL.reset(running)
     except PauseRun as pause:
         stage.set(paused=True, question=pause.question, pause_kind=pause.kind)
         stage.close()

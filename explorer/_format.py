@@ -45,6 +45,7 @@ STAGE_COLOURS: dict[str, str] = {
     "compaction": "blue",
     "error": "red",
     "subagent": "bright_cyan",
+    "plan_step": "bright_blue",
 }
 
 #: Colour of a flowchart edge by its kind.

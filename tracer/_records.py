@@ -41,6 +41,7 @@ class StageKind(StrEnum):
     COMPACTION = "compaction"
     ERROR = "error"
     SUBAGENT = "subagent"
+    PLAN_STEP = "plan_step"
 
 
 class StageStatus(StrEnum):

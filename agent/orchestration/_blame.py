@@ -1,0 +1,296 @@
+"""Who and when: which agent of a team went wrong, and at which stage — tested, not guessed.
+
+The answer of a team's run depends on every run below it (the runs its ``subagent`` stages
+started). Each stage whose output one of those runs' models saw is a suspect: a tool result, a
+prompt section, a memory fact, the shared context handed down. A suspect is tested by replacing
+its output — a tool result by nothing (the call kept), anything else by leaving it out — and
+re-running its run from the model call that first saw it (:func:`agent.evidence.counterfactual`).
+The new answer of that run is then handed up: the parent is re-run with the sub-agent's result
+replaced by it, and so on to the top. The final answers decide the verdict (``flips``,
+``holds``, ``inconclusive``), and every re-run is recorded as a fork: the evidence.
+
+Suspects are tested in the order their stages finished; the **decisive stage** is the earliest
+one whose replacement flips the final answer, and the **responsible agent** is the agent whose run
+holds it. Stages after it are effects of it (they carry the wrong output on), so they are left
+untested unless asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracer import (
+    ItemKind,
+    NotFoundError,
+    OriginKind,
+    Recorder,
+    RunData,
+    Stage,
+    StageKind,
+    Store,
+    child_run_ids,
+    child_runs,
+)
+
+from .._agent import Agent
+from ..evidence import Comparator, Edit, EvidenceError, counterfactual, exact, verdict_of
+from ..providers import Provider
+from ..tools import Tool
+from ._orchestrator import AgentOrchestrator
+
+TeamMember = AgentOrchestrator | Agent
+_NOT_SUSPECTS = {ItemKind.TOOL_CALL, ItemKind.ASSISTANT, ItemKind.USER, ItemKind.SETTINGS}
+
+
+@dataclass
+class StageTest:
+    """One suspect stage, the edit that tested it, and what the final answer did under it."""
+
+    run_id: str
+    agent: str
+    stage_id: str
+    stage_kind: str
+    stage_name: str
+    item_hash: str
+    item_kind: str
+    text: str
+    sent_in: str  # the run whose model saw the item (where the edit is made)
+    edit: str  # "replaced by nothing" | "removed"
+    verdict: str = "untested"
+    changed: int = 0
+    repeats: int = 0
+    answers: list[str] = field(default_factory=list)  # the final answers under the edit
+    fork_runs: list[str] = field(default_factory=list)  # the recorded re-runs, every level
+    note: str | None = None
+    finished_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class TeamBlameReport:
+    """Which agent and stage made a team's answer what it is, with the counterfactual evidence."""
+
+    run_id: str
+    answer: str
+    agents: dict[str, str]  # run id -> agent, every run of the team
+    tested: list[StageTest]
+    untested: list[StageTest] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def decisive(self) -> StageTest | None:
+        """The earliest stage whose replaced output flips the final answer (None: no tested stage does)."""
+        return next((t for t in self.tested if t.verdict == "flips"), None)
+
+    @property
+    def responsible_agent(self) -> str | None:
+        """The agent whose run holds the decisive stage."""
+        decisive = self.decisive
+        return decisive.agent if decisive else None
+
+    @property
+    def downstream(self) -> list[StageTest]:
+        """Tested stages after the decisive one that flip too: they carried its output on."""
+        decisive = self.decisive
+        if decisive is None:
+            return []
+        return [t for t in self.tested[self.tested.index(decisive) + 1:] if t.verdict == "flips"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        decisive = self.decisive
+        return {"run_id": self.run_id, "answer": self.answer, "responsible_agent": self.responsible_agent,
+                "decisive_stage": decisive.stage_id if decisive else None, "agents": self.agents,
+                "tested": [t.to_dict() for t in self.tested], "untested": [t.to_dict() for t in self.untested],
+                "notes": self.notes}
+
+    def summary(self) -> list[str]:
+        """The report as lines a person reads."""
+        lines = [f"team run {self.run_id}: {len(set(self.agents.values()))} agents, {len(self.agents)} runs",
+                 f"answer: {self.answer[:100]}"]
+        decisive = self.decisive
+        if decisive is None:
+            lines.append("no tested stage changes the answer when replaced: the fault is in a model's own reasoning,"
+                         " or in context not tested (see notes)")
+        else:
+            lines.append(f"responsible agent: {decisive.agent}")
+            lines.append(f"decisive stage: {decisive.stage_kind} {decisive.stage_name!r} ({decisive.stage_id}) of run "
+                         f"{decisive.run_id}: {decisive.edit}, the answer changed in {decisive.changed} of "
+                         f"{decisive.repeats} re-runs ({decisive.verdict})")
+        for t in self.tested:
+            lines.append(f"  {t.verdict:12} {t.agent:12} {t.stage_kind} {t.stage_name!r}: {t.text[:50]!r} {t.edit}")
+        lines += [f"note: {n}" for n in self.notes]
+        return lines
+
+
+@dataclass
+class _Member:
+    provider: Provider
+    tools: list[Tool]
+
+
+def _member(agent: TeamMember) -> tuple[str, _Member]:
+    if isinstance(agent, AgentOrchestrator):
+        return agent.name, _Member(agent.config.provider, list(agent.config.tools))
+    return agent.name, _Member(agent.provider, list(agent.tools.values()))
+
+
+async def blame_team(
+    store: Store,
+    run: str,
+    *,
+    agents: Sequence[TeamMember] | Mapping[str, TeamMember],
+    repeats: int = 3,
+    comparator: Comparator | None = None,
+    include_tool_definitions: bool = False,
+    test_all: bool = False,
+    recorder: Recorder | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> TeamBlameReport:
+    """Name the agent and the stage of a team's run whose output decided its answer (see the module docstring).
+
+    ``agents`` are the team's agents (their providers answer the re-runs; their tools serve calls
+    the recording did not make). ``test_all`` also tests the stages after the decisive one.
+    """
+    store.flush()
+    root_id = store.resolve_run_id(run)
+    root = store.load_run(root_id)
+    runs = {root_id: root, **child_runs(store, root)}
+    parents: dict[str, tuple[str, str]] = {}
+    for data in runs.values():
+        for stage_id, child in child_run_ids(data):
+            if child in runs:
+                parents[child] = (data.run.id, stage_id)
+    members = dict(_member(a) for a in (agents.values() if isinstance(agents, Mapping) else agents))
+    report = TeamBlameReport(root_id, root.run.output or "", {r: d.run.agent for r, d in runs.items()}, [])
+    same = comparator or exact
+    progress = on_progress or (lambda _line: None)
+    suspects = _suspects(runs, include_tool_definitions)
+    for index, suspect in enumerate(suspects):
+        if report.decisive is not None and not test_all:
+            report.untested = suspects[index:]
+            break
+        await _test(store, suspect, runs, parents, members, root_id, repeats, same, recorder, report)
+        progress(f"{suspect.agent} {suspect.stage_kind} {suspect.stage_name!r} {suspect.edit}: {suspect.verdict}")
+        report.tested.append(suspect)
+    missing = sorted({d.run.agent for d in runs.values() if d.inferences() and d.run.agent not in members})
+    if missing:
+        report.notes.append(f"no provider given for {', '.join(missing)}: their stages could not be re-run")
+    return report
+
+
+def _suspects(runs: dict[str, RunData], include_tool_definitions: bool) -> list[StageTest]:
+    """The stages whose output a model of the team saw, earliest finished first (one test per item and run)."""
+    out: list[StageTest] = []
+    seen: set[tuple[str, str]] = set()
+    for data in runs.values():
+        for inference in data.inferences():
+            for entry in data.snapshot(inference.id):
+                item = data.items.get(entry.item_hash)
+                origin = entry.origin
+                if item is None or (data.run.id, entry.item_hash) in seen:
+                    continue
+                seen.add((data.run.id, entry.item_hash))
+                if item.kind in _NOT_SUSPECTS or origin.stage_id is None or origin.run_id not in runs:
+                    if not (include_tool_definitions and item.kind == ItemKind.TOOL_DEFINITION):
+                        continue
+                if origin.kind == OriginKind.CONFIG and origin.stage_id is None:
+                    stage = inference  # a tool definition: blamed on the agent's config, tested at its first call
+                else:
+                    producer = _stage(runs, origin.run_id, origin.stage_id)
+                    if producer is None:
+                        continue
+                    stage = producer
+                owner = runs[origin.run_id] if origin.run_id in runs else data
+                out.append(StageTest(
+                    owner.run.id, owner.run.agent, stage.id, stage.kind, stage.name, entry.item_hash, item.kind,
+                    item.text, data.run.id, "replaced by nothing" if item.kind == ItemKind.TOOL_RESULT else "removed",
+                    finished_at=stage.ended_at or stage.started_at,
+                ))
+    out.sort(key=lambda t: (t.finished_at, t.stage_id))
+    return out
+
+
+def _stage(runs: dict[str, RunData], run_id: str | None, stage_id: str | None) -> Stage | None:
+    data = runs.get(run_id or "")
+    if data is None or stage_id is None or not data.has_stage(stage_id):
+        return None
+    return data.stage(stage_id)
+
+
+async def _test(
+    store: Store, suspect: StageTest, runs: dict[str, RunData], parents: dict[str, tuple[str, str]],
+    members: dict[str, _Member], root_id: str, repeats: int, same: Comparator, recorder: Recorder | None,
+    report: TeamBlameReport,
+) -> None:
+    sent_in = runs[suspect.sent_in]
+    member = members.get(sent_in.run.agent)
+    if member is None:
+        suspect.verdict, suspect.note = "inconclusive", f"no provider given for agent {sent_in.run.agent}"
+        return
+    edit = Edit.replace(suspect.item_hash, "") if suspect.item_kind == ItemKind.TOOL_RESULT else \
+        Edit.remove(suspect.item_hash)
+    try:
+        result = await counterfactual(store, suspect.sent_in, edits=[edit], provider=member.provider,
+                                      tools=member.tools, repeats=repeats, comparator=same, recorder=recorder)
+    except (EvidenceError, NotFoundError) as exc:
+        suspect.verdict, suspect.note = "inconclusive", f"could not re-run {sent_in.run.agent}: {exc}"
+        return
+    outcomes: list[str] = []
+    for outcome in result.outcomes:
+        suspect.fork_runs.append(outcome.run_id)
+        if outcome.result == "error":
+            outcomes.append("error")
+            suspect.note = outcome.error
+            continue
+        verdict, final = await _hand_up(store, suspect.sent_in, outcome.answer, runs, parents, members, root_id,
+                                        same, recorder, suspect)
+        outcomes.append(verdict)
+        suspect.answers.append(final)
+    suspect.verdict = verdict_of(outcomes)
+    suspect.changed, suspect.repeats = outcomes.count("changed"), len(outcomes)
+
+
+async def _hand_up(
+    store: Store, run_id: str, answer: str, runs: dict[str, RunData], parents: dict[str, tuple[str, str]],
+    members: dict[str, _Member], root_id: str, same: Comparator, recorder: Recorder | None, suspect: StageTest,
+) -> tuple[str, str]:
+    """Carry a run's new answer up to the team's run; ``(same|changed|error, the final answer)``."""
+    while run_id != root_id:
+        if same(runs[run_id].run.output or "", answer):
+            answer = runs[root_id].run.output or ""  # the hand-over is unchanged: so is everything above it
+            break
+        parent_id, subagent_id = parents[run_id]
+        parent = runs[parent_id]
+        holder = parent.stage(subagent_id).parent_id
+        if holder is None:  # routed by a team: the team answers with the agent's answer
+            run_id = parent_id
+            continue
+        tool_stage = parent.stage(holder)
+        if tool_stage.kind != StageKind.TOOL or not parent.outputs.get(holder):
+            suspect.note = (f"the hand-over to {runs[run_id].run.agent} went through a {tool_stage.kind} stage, "
+                            f"which blame cannot re-run with a new answer")
+            return "error", answer
+        member = members.get(parent.run.agent)
+        if member is None:
+            suspect.note = f"no provider given for agent {parent.run.agent}"
+            return "error", answer
+        try:
+            result = await counterfactual(store, parent_id, edits=[Edit.replace(parent.outputs[holder][-1], answer)],
+                                          provider=member.provider, tools=member.tools, repeats=1, comparator=same,
+                                          recorder=recorder)
+        except (EvidenceError, NotFoundError) as exc:
+            suspect.note = f"could not re-run {parent.run.agent}: {exc}"
+            return "error", answer
+        outcome = result.outcomes[0]
+        suspect.fork_runs.append(outcome.run_id)
+        if outcome.result == "error":
+            suspect.note = outcome.error
+            return "error", outcome.answer
+        answer, run_id = outcome.answer, parent_id
+    return ("same" if same(runs[root_id].run.output or "", answer) else "changed"), answer
