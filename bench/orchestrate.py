@@ -29,11 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from agent import Agent, Tool
-from agent.orchestration import AgentConfig, AgentOrchestrator, PlanRunner, PlanStep, PlanStore, agent_tool, plan_tools
+from agent.orchestration import (
+    AgentConfig,
+    AgentOrchestrator,
+    PlanRunner,
+    PlanStep,
+    PlanStore,
+    agent_tool,
+    plan_tools,
+)
 from agent.providers import FunctionModel, ModelRequest, ModelResponse, ScriptedModel, calls
 from tracer import Recorder, Store
-
-STEPS = 5
 
 
 def _results(request: ModelRequest) -> list[str]:

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from agent.orchestration import AgentConfig, AgentOrchestrator, agent_tool
 from agent.providers import FunctionModel, ModelRequest, ScriptedModel, calls
 from tracer import Recorder, RunData, Store, child_run_ids, child_runs, why
-from tracer._render import show_run
 from tracer import cli as tracer_cli
+from tracer._render import show_run
 
 from .conftest import QUESTION, WRONG_FACT, team_of_three
 
