@@ -324,3 +324,23 @@ async def test_the_plan_tools_run_by_a_model_record_each_step_as_a_stage(store: 
     # the decision's agent run is the child of the plan step that asked it
     [(subagent_id, child)] = child_run_ids(run)
     assert run.stage(subagent_id).parent_id == steps[1].id and store.get_run(child).agent == "decider"
+
+
+async def test_plans_land_in_the_hosts_duckdb_session_store_and_survive_reopening(tmp_path: Any) -> None:
+    from hosting.sessions import DuckDBPersistence
+
+    path = str(tmp_path / "sessions.duckdb")
+    first = DuckDBPersistence(path=path)
+    store = PlanStore(first, "maya-1")
+    record = Calls()
+    plan = await plan_of(store, PlanStep(1, "a", tool_name="a", tool_args={"text": "x"}),
+                         PlanStep(2, "b", tool_name="a", tool_args={"text": "{{step.1}}"}, depends_on=[1]))
+    await PlanRunner(store, tools=[record.tool("a")]).execute(plan.id)
+    await first.close()
+    again = DuckDBPersistence(path=path)
+    try:
+        stored = await PlanStore(again, "maya-1").get(plan.id)
+        assert stored.status == "completed" and stored.step(2).result == "a:a:x"
+        assert await PlanStore(again, "someone-else").list() == []
+    finally:
+        await again.close()
