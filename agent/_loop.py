@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tracer import (
+    DROPPED_SINCE,
     ContextItem,
     EdgeKind,
     Item,
@@ -41,8 +43,6 @@ from .providers._pricing import cost_of
 
 if TYPE_CHECKING:
     from ._agent import Agent
-
-DROPPED_RECORDED = 20  # window-dropped messages recorded per inference: the newest ones
 
 log = logging.getLogger("footprint.agent")
 
@@ -75,6 +75,7 @@ class RunLoop:
         self.run: RunRecording | None = None
         self.model = ""
         self.tail: list[StageRecording | str] = []  # the latest stages, for an error stage to follow
+        self.window: tuple[str, list[ContextItem]] | None = None  # (inference stage id, what its window left out)
         self.hook_errors: list[str] = []
         self.session = agent.session_id or agent.conversation_id
         self.error_stage: str | None = None  # the id of the error stage of a run that failed
@@ -310,12 +311,9 @@ class RunLoop:
         stage = self.run.stage(StageKind.INFERENCE, f"turn {self.turns}", after=after, edge=edge)
         self.tail = [stage]
         if dropped:
-            # Only the messages that fell out most recently are recorded (with the full count as an
-            # attribute): recording every dropped message in every snapshot would grow the store with
-            # the square of a long conversation.
             stage.set(window_dropped=len(dropped))
-            recent = dropped[-DROPPED_RECORDED:]
-            stage.inputs(context, dropped=[*self.dropped_prompt, *((d, DROPPED_BY_WINDOW) for d in recent)])
+            newly = self._newly_dropped(stage, dropped)
+            stage.inputs(context, dropped=[*self.dropped_prompt, *((d, DROPPED_BY_WINDOW) for d in newly)])
         else:
             stage.inputs(context, dropped=self.dropped_prompt)
         await self.hook("before_inference", ctx, request)
@@ -347,6 +345,23 @@ class RunLoop:
         if self.emit is not None:
             self.emit(InferenceFinished(self.turns, response.text, len(response.tool_calls), usage))
         return stage, response, outputs
+
+    def _newly_dropped(self, stage: StageRecording, dropped: list[ContextItem]) -> list[ContextItem]:
+        """What the window left out of this call that it had not left out of the run's previous one.
+
+        Every left-out message is recorded, by reference (an entry naming the stored item): a re-run
+        needs them all. When this call's list continues the previous call's (the same messages, then
+        more), only the new ones are recorded, with ``dropped_since`` naming that call: a long run
+        does not record its early history again at every turn.
+        """
+        previous, self.window = self.window, (stage.id, dropped)
+        if previous is None:
+            return dropped
+        stage_id, before = previous
+        if len(before) > len(dropped) or not all(map(operator.is_, before, dropped)):
+            return dropped
+        stage.set(**{DROPPED_SINCE: {DROPPED_BY_WINDOW: stage_id}})
+        return dropped[len(before):]
 
     async def _call_provider(self, request: ModelRequest) -> ModelResponse:
         provider = self.agent.provider

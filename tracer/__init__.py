@@ -13,7 +13,7 @@ from ._compare import (
     compare_runs,
 )
 from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_runs, diff_snapshots, estimate_tokens
-from ._dropped import DroppedContext, dropped_context
+from ._dropped import DROPPED_SINCE, DroppedContext, dropped_context, left_out
 from ._files import restrict_to_owner
 from ._ids import new_id
 from ._json import canonical_json
@@ -49,6 +49,8 @@ from ._serialize import (
     rundata_to_dict,
 )
 from ._store import DEFAULT_PATH, RunFilter, Store
+from ._names import item_names, resolve_item
+from ._rank import RankedItem, rank
 from ._why import DroppedItem, Evidence, EvidenceNode, RunSource, why
 from .errors import (
     ExportError,
@@ -67,6 +69,7 @@ __all__ = [
     "ContextItem",
     "DiffEntry",
     "DroppedChange",
+    "DROPPED_SINCE",
     "DroppedContext",
     "DroppedItem",
     "Durability",
@@ -84,6 +87,7 @@ __all__ = [
     "NullRecorder",
     "Origin",
     "OriginKind",
+    "RankedItem",
     "RecordedStage",
     "Recorder",
     "RecordingError",
@@ -123,10 +127,14 @@ __all__ = [
     "dropped_context",
     "estimate_tokens",
     "feed_listener",
+    "item_names",
+    "left_out",
     "new_id",
     "origin_from_dict",
     "origin_to_dict",
+    "rank",
     "recorded_stages",
+    "resolve_item",
     "restrict_to_owner",
     "run_from_dict",
     "run_to_dict",

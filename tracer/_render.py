@@ -13,6 +13,7 @@ from typing import Any
 
 from ._diff import RunDivergence, SnapshotDiff, estimate_tokens
 from ._records import EdgeKind, Origin, OriginKind, Run, Stage, StageKind
+from ._rank import RankedItem
 from ._rundata import RunData
 from ._why import Evidence, EvidenceNode
 
@@ -206,6 +207,9 @@ def why_tree(evidence: Evidence, run_id: str, *, width: int = 60) -> list[str]:
         text = f'"{one_line(node.text, width)}"' if node.text is not None else f"(item {node.item_hash} not stored)"
         arrow = describe_origin(node.origin, stage, run_id)
         pad = "  " * depth
+        if node.seen:
+            lines.append(f"{pad}{role}  {text}  [shown above]")
+            return
         if stage is not None and stage.seen:
             lines.append(f"{pad}{role}  {text}  <- {arrow}  [stage shown above]")
             return
@@ -233,6 +237,20 @@ def why_tree(evidence: Evidence, run_id: str, *, width: int = 60) -> list[str]:
         origin = describe_origin(dropped.origin, None, run_id)
         lines.append(f'  {dropped.item_kind}  "{one_line(dropped.text, width)}"  <- {origin}  '
                      f"dropped by {dropped.dropped_by}")
+    return lines
+
+
+def ranked_lines(ranked: Sequence[RankedItem], run_id: str, *, width: int = 56, limit: int | None = None) -> list[str]:
+    """`why`'s suspects, most likely first: rank, score, name, kind, text, and the reasons."""
+    shown = list(ranked if limit is None else ranked[:limit])
+    lines = [f"why: the items the answer of run {run_id} rests on, most likely first"]
+    for rank_no, item in enumerate(shown, 1):
+        label = item.name or item.item_hash[:12]
+        lines.append(f"{rank_no:>3}. {item.score:6.2f}  {label:<26} {item.kind:<15} \"{one_line(item.text, width)}\"")
+        if item.reasons:
+            lines.append(f"{'':>13}{'; '.join(item.reasons)}")
+    if limit is not None and len(ranked) > limit:
+        lines.append(f"  ({len(ranked) - limit} more; --all lists them, --order context shows the walk)")
     return lines
 
 

@@ -2,8 +2,10 @@
 
 The walk goes item -> the stage that produced it -> that stage's inputs (for an inference, its
 snapshot) -> each input's origin -> ..., across the runs of a session: history items point at the
-earlier run that first produced them. Every node names a stored item or stage. Shared ancestry is
-walked once; later mentions are marked ``seen``.
+earlier run that first produced them. Every node names a stored item or stage. Each item and each
+stage is walked once; later mentions are marked ``seen`` (a memory fact reaches the answer through
+the memory stage and again through the prompt composition: it is one suspect, shown once).
+:func:`tracer.rank` orders the items by how much the answer rests on them.
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ class _Walker:
         self._referenced: set[str] = set()
         self._visited: list[str] = []  # runs the walk reached, in order  # runs named by loaded snapshots, not loaded yet
         self._seen_stages: set[str] = set()
+        self._seen_items: set[str] = set()  # each item is walked once: later mentions are marked seen
         self._max_depth = max_depth
         self.dropped: list[DroppedItem] = []
 
@@ -160,6 +163,10 @@ class _Walker:
             "item", origin.run_id, origin.stage_id, item_hash=item_hash,
             item_kind=item.kind if item else None, text=item.text if item else None, origin=origin,
         )
+        if item_hash in self._seen_items:
+            node.seen = True
+            return node
+        self._seen_items.add(item_hash)
         if origin.stage_id and origin.run_id and depth < self._max_depth:
             stage_node = self.stage_node(origin.run_id, origin.stage_id, depth + 1)
             if stage_node is not None:

@@ -2,7 +2,7 @@
 
     footprint runs --session maya-1 --limit 10
     footprint show last
-    footprint why last --depth 4
+    footprint why last --depth 4          (ranked; --order context for the walk)
     footprint diff r-0193a1 r-0193b7
     footprint diff --stages s-0193a1b2 s-0193a1c4
     footprint sql "SELECT kind, count(*) FROM stages GROUP BY kind"
@@ -24,7 +24,18 @@ import click
 
 from ._diff import diff_runs, diff_snapshots
 from ._lineage import child_runs
-from ._render import one_line, run_diff_lines, runs_table, show_run, snapshot_diff_lines, table, why_tree
+from ._names import item_names, resolve_item
+from ._rank import rank
+from ._render import (
+    one_line,
+    ranked_lines,
+    run_diff_lines,
+    runs_table,
+    show_run,
+    snapshot_diff_lines,
+    table,
+    why_tree,
+)
 from ._serialize import run_to_dict, rundata_to_dict
 from ._store import DEFAULT_PATH, RunFilter, Store
 from ._why import why as why_walk
@@ -111,24 +122,38 @@ def show_command(run: str, team: bool, db: str, as_json: bool) -> None:
 
 @click.command("why")
 @click.argument("run")
-@click.option("--item", "item", metavar="HASH", help="Explain this item (a hash prefix) instead of the answer.")
+@click.option("--item", "item", metavar="ITEM", help="Explain this item (its name or a hash prefix) instead of the answer.")
 @click.option("--depth", type=click.IntRange(min=1), default=32, show_default=True,
               help="How many origins deep to walk.")
+@click.option("--order", type=click.Choice(["rank", "context"]), default="rank", show_default=True,
+              help="rank: the items the answer rests on most first, with the reasons; context: the walk, in the "
+                   "order the context was built.")
+@click.option("--all", "show_all", is_flag=True, help="List every ranked item (default: the first 15).")
 @db_option
 @json_option
-def why_command(run: str, item: str | None, depth: int, db: str, as_json: bool) -> None:
+def why_command(run: str, item: str | None, depth: int, order: str, show_all: bool, db: str, as_json: bool) -> None:
     """Explain an answer: the context it came from, each item with its origin, walked back across the session.
 
-    RUN is a run id, a unique prefix of one, or `last`. Stages already shown are not repeated; the
-    list at the end is what was available but left out of context, and what left it out.
+    RUN is a run id, a unique prefix of one, or `last`. By default the items are ranked by how much
+    the answer rests on them (the names, numbers and dates it asserts and which items hold them,
+    shared text, what a tool or the model produced in the run, recency), each with its reasons;
+    --order context shows the walk itself: stages already shown are not repeated, and the list at
+    the end is what was available but left out of context, and what left it out.
     """
     with reading(db) as store:
         run_id = store.resolve_run_id(run)
-        evidence = why_walk(store, run_id, item, max_depth=2 * depth)
+        data = store.load_run(run_id)
+        names = item_names(data)
+        target = None if item is None else resolve_item(data, item, names)
+        evidence = why_walk(store, run_id, target, max_depth=2 * depth)
+    ranked = rank(evidence, names=names)
     if as_json:
-        _echo_json(evidence.to_dict())
+        _echo_json({**evidence.to_dict(), "ranked": [r.to_dict() for r in ranked]})
         return
-    _echo_lines(why_tree(evidence, run_id))
+    if order == "context":
+        _echo_lines(why_tree(evidence, run_id))
+        return
+    _echo_lines(ranked_lines(ranked, run_id, limit=None if show_all else 15))
 
 
 @click.command("diff")

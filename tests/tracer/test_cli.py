@@ -125,13 +125,13 @@ def test_show_renders_the_flowchart(db: str) -> None:
 
 def test_why_prints_the_evidence_tree(db: str) -> None:
     first = _run_ids(db)[2]
-    out = _invoke("why", _run_ids(db)[1], "--db", db).output
+    out = _invoke("why", _run_ids(db)[1], "--db", db, "--order", "context").output
     lines = out.splitlines()
     assert lines[1].strip().startswith('assistant  "Berlin is sunny; I do not know Paris."  <- inference (this run')
     memory = next(line for line in lines if "The user lives in Berlin." in line)
     assert memory.strip().startswith('memory  "The user lives in Berlin."  <- memory profile.home_city (run ')
     assert first[:16] in memory and "stage memory load)" in memory
-    assert any("[stage shown above]" in line for line in lines)
+    assert any("shown above]" in line for line in lines)
     dropped = lines[lines.index("not in context (available but not sent):") + 1]
     assert 'user  "Weather at home?"' in dropped and "dropped by memory_window" in dropped
     assert "walked 2 runs of the session" in out
@@ -141,8 +141,18 @@ def test_why_json_and_depth(db: str) -> None:
     second = _run_ids(db)[1]
     data = json.loads(_invoke("why", second, "--db", db, "--json").output)
     assert data["root"]["text"] == "Berlin is sunny; I do not know Paris." and len(data["runs"]) == 2
-    shallow = _invoke("why", second, "--db", db, "--depth", "1").output
+    shallow = _invoke("why", second, "--db", db, "--depth", "1", "--order", "context").output
     assert "The user lives in Berlin." not in shallow
+    ranked = data["ranked"]
+    assert ranked[0]["score"] >= ranked[-1]["score"] and all(r["name"] for r in ranked if r["run_id"] == second)
+    assert len({r["item_hash"] for r in ranked}) == len(ranked)  # each item once
+    # the answer asserts Berlin: the fact holding it ranks above the coffee-free context
+    first = next(r for r in ranked if "Berlin" in r["text"])
+    assert ranked.index(first) < 3 and any("Berlin" in reason or "berlin" in reason for reason in first["reasons"])
+    text = _invoke("why", second, "--db", db).output
+    assert "most likely first" in text and first["name"] in text
+    by_name = _invoke("why", second, "--db", db, "--item", first["name"], "--json").output
+    assert json.loads(by_name)["root"]["item_hash"] == first["item_hash"]
 
 
 def test_diff_of_two_runs_and_of_two_stages(db: str) -> None:

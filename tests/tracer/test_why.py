@@ -100,7 +100,10 @@ def test_shared_stages_are_walked_once(store: Store) -> None:
     stages = [n for _, n in evidence.root.walk() if n.node == "stage"]
     expanded = [n.stage_id for n in stages if not n.seen]
     assert len(expanded) == len(set(expanded))
-    assert any(n.seen for n in stages)  # the input stage is reached from both inferences
+    items = [n for _, n in evidence.root.walk() if n.node == "item"]
+    shown = [n.item_hash for n in items if not n.seen]
+    assert len(shown) == len(set(shown))  # each item once in the tree
+    assert any(n.seen for n in items)  # the user's message is sent to both inferences: shown once
 
 
 def test_why_of_a_given_item_and_depth(store: Store) -> None:
