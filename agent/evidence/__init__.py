@@ -7,22 +7,19 @@ replaced, against a live provider, several times, and gives a verdict; ``blame``
 """
 
 from ._blame import BlameReport, GroupTest, Skipped, Suspect, blame
-from ._counterfactual import (
-    Comparator,
-    CounterfactualResult,
-    Edit,
-    Outcome,
-    counterfactual,
-    exact,
-    verdict_of,
-)
-from ._rebuild import RecordedComposer, RecordedFacts, RecordedWindowMemory
+from ._control import Comparator, Control, Controls
+from ._counterfactual import CounterfactualResult, Outcome, counterfactual, exact, verdict_of
+from ._edits import Edit
+from ._rebuild import RecordedComposer, RecordedFacts
+from ._window import RecordedWindowMemory
 from ._replay import RecordedModel, ReplayResult, replay
 from .errors import EditError, EvidenceError, NotReplayableError
 
 __all__ = [
     "BlameReport",
     "Comparator",
+    "Control",
+    "Controls",
     "CounterfactualResult",
     "Edit",
     "EditError",

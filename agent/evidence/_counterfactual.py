@@ -1,84 +1,44 @@
 """Counterfactual: would the answer change without this item (or with this text instead)?
 
-Take the snapshot an inference stage sent, apply an edit (remove an item, or replace its text),
-and run the rest of the run again from there against a live provider, N times:
+Take the recorded run, apply edits (:mod:`._edits`: remove, replace, a tool that returned nothing or
+an error, an item restored into the window), and run the rest of the run again from the first call
+an edit changes, against a live provider, N times:
 
-* the model calls before the stage are served their recorded responses (the run up to the stage is
-  given); from the stage on, the live provider answers;
+* first, a control (:mod:`._control`): the run rebuilt with no edit must reproduce the recorded
+  snapshots, and the live model must give the recorded answer from that call; when it does not,
+  the verdict is ``inconclusive`` with the reason, and no edited re-run is made;
+* the model calls before the fork are served their recorded responses; from the fork on, the live
+  provider answers;
 * a tool call identical to one the recording made (same name and arguments) gets the recorded
-  result; a new call runs the real tool when it is durable (``new_calls="durable"``, the default),
-  or any tool (``"all"``), or none (``"none"``); a refused call gets an error result the model sees.
-  A non-durable tool never runs twice for the same call: its first result is kept and served again;
-* an edit applies from the stage on: the item is left out of (or replaced in) that snapshot and
-  every later one; removing a tool call or a tool result removes the pair.
+  result (or its edit); a new call runs the real tool when it is durable (``new_calls="durable"``,
+  the default), or any tool (``"all"``), or none (``"none"``); a refused call gets an error result
+  the model sees. A non-durable tool never runs twice for the same call.
 
 Each re-run is recorded as a run forked from the original, pointing at the stage and the edit.
 The verdict: ``flips`` when at least two thirds of the re-runs answer differently, ``holds`` when
-none does, ``inconclusive`` otherwise (including re-runs that failed).
+none does, ``inconclusive`` otherwise (including re-runs that failed, and a failed control).
 """
 
 from __future__ import annotations
 
-import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracer import ContextItem, Item, ItemKind, NotFoundError, Recorder, Store
+from tracer import NotFoundError, Recorder, Store, resolve_item
 
-from ..errors import ProviderError, ToolRejectedError
-from ..providers import ModelRequest, ModelResponse, Provider
 from ..tools import Tool, ToolRegistry, result_text
-from ._rebuild import AgentParts, ForkRecorder, Once, ServedTools, rebuild_agent
-from ._recording import PLACE_STATIC, PLACE_SYSTEM, RecordedInference, RecordedRun, call_key, read_recording
+from ..errors import ToolRejectedError
+from ..providers import Provider
+from ._control import Comparator, Control, Controls
+from ._edits import Edit, ResolvedEdit, plan, resolve
+from ._rebuild import Once, ServedTools
+from ._recording import RecordedInference, RecordedRun, call_key, read_recording
+from ._rerun import rerun
 from .errors import EditError, EvidenceError
 
-#: comparator(original answer, new answer) -> True when they count as the same answer.
-Comparator = Callable[[str, str], bool]
 NEW_CALL_POLICIES = ("durable", "all", "none")
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One change to a snapshot: remove the item whose hash starts with ``item``, or replace its text."""
-
-    item: str
-    text: str | None = None
-
-    @classmethod
-    def remove(cls, item: str) -> Edit:
-        """Leave the item out."""
-        return cls(item)
-
-    @classmethod
-    def replace(cls, item: str, text: str) -> Edit:
-        """Put ``text`` in the item's place (same kind, same origin)."""
-        return cls(item, text)
-
-    @property
-    def action(self) -> str:
-        """``remove`` or ``replace``."""
-        return "remove" if self.text is None else "replace"
-
-
-@dataclass
-class ResolvedEdit:
-    """An edit bound to the item it changes."""
-
-    action: str
-    item: Item
-    source: str
-    place: str
-    first: int  # index of the first inference (from the stage on) that sent the item
-    replacement: Item | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form stored as the fork's edit."""
-        out = {"action": self.action, "item": self.item.hash, "kind": self.item.kind, "source": self.source,
-               "text": self.item.text[:200]}
-        if self.replacement is not None:
-            out["replacement"] = self.replacement.text[:200]
-        return out
 
 
 @dataclass
@@ -100,7 +60,7 @@ class Outcome:
 
 @dataclass
 class CounterfactualResult:
-    """The verdict of a counterfactual and the outcomes behind it."""
+    """The verdict of a counterfactual, the control it started from, and the outcomes behind it."""
 
     source_run_id: str
     stage_id: str
@@ -109,6 +69,8 @@ class CounterfactualResult:
     original_status: str
     original_answer: str
     outcomes: list[Outcome] = field(default_factory=list)
+    control: Control | None = None
+    seconds: float = 0.0
 
     @property
     def changed(self) -> int:
@@ -117,15 +79,29 @@ class CounterfactualResult:
 
     @property
     def verdict(self) -> str:
-        """``flips``, ``holds`` or ``inconclusive``."""
+        """``flips``, ``holds`` or ``inconclusive`` (always, when the control failed)."""
+        if self.control is not None and not self.control.reproduced:
+            return "inconclusive"
         return verdict_of([o.result for o in self.outcomes])
+
+    @property
+    def reason(self) -> str:
+        """Why the verdict is inconclusive when the control says so ("" otherwise)."""
+        return self.control.reason if self.control is not None and not self.control.reproduced else ""
+
+    @property
+    def reruns(self) -> int:
+        """Re-runs made: the edited ones and the controls this counterfactual made itself."""
+        return len(self.outcomes) + (self.control.reruns if self.control is not None else 0)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form."""
         return {
             "source_run_id": self.source_run_id, "stage_id": self.stage_id, "stage_name": self.stage_name,
             "edits": [e.to_dict() for e in self.edits], "original_status": self.original_status,
-            "original_answer": self.original_answer, "verdict": self.verdict, "changed": self.changed,
+            "original_answer": self.original_answer, "verdict": self.verdict, "reason": self.reason,
+            "changed": self.changed, "control": None if self.control is None else self.control.to_dict(),
+            "reruns": self.reruns, "seconds": round(self.seconds, 3),
             "outcomes": [o.to_dict() for o in self.outcomes],
         }
 
@@ -145,83 +121,20 @@ def exact(original: str, answer: str) -> bool:
     return original == answer
 
 
-class ForkModel(Provider):
-    """Serves the recorded responses before the fork point, then asks the live provider."""
-
-    def __init__(self, recording: RecordedRun, fork_index: int, live: Provider) -> None:
-        self.recording, self.fork_index, self.live = recording, fork_index, live
-        self.name = live.name
-        self.labels = tuple(getattr(live, "labels", ()))
-        self.calls = 0
-        self.live_calls = 0
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """The recorded response for a turn before the fork, the live one after."""
-        n = self.calls
-        self.calls += 1
-        if n < self.fork_index:
-            recorded = self.recording.inferences[n]
-            if recorded.response is None:
-                raise ProviderError(recorded.error or "the recorded model call failed", provider="recording")
-            return recorded.response
-        self.live_calls += 1
-        return await self.live.complete(request)
-
-
-class WindowEdits:
-    """Applies remove/replace edits to the conversation part of each snapshot, from each item's first call on.
-
-    Only the occurrences present when the item first appears are edited: content the re-run produces
-    anew (a tool called again) is kept.
-    """
-
-    def __init__(self, edits: Sequence[ResolvedEdit]) -> None:
-        self.edits = list(edits)
-        self.marked: dict[int, tuple[ContextItem, Item | None]] = {}
-
-    def __call__(self, n: int, kept: list[ContextItem]) -> list[ContextItem]:
-        for edit in self.edits:
-            if edit.first != n:
-                continue
-            for ci in kept:
-                if ci.item.hash == edit.item.hash:
-                    self._mark(ci, edit.replacement, kept)
-        out = []
-        for ci in kept:
-            marked = self.marked.get(id(ci))
-            if marked is None:
-                out.append(ci)
-            elif marked[1] is not None:
-                out.append(ContextItem(marked[1], ci.origin))
-        return out
-
-    def _mark(self, ci: ContextItem, replacement: Item | None, kept: list[ContextItem]) -> None:
-        self.marked[id(ci)] = (ci, replacement)
-        kind, body = ci.item.kind, ci.item.body
-        if replacement is not None or kind not in (ItemKind.TOOL_CALL, ItemKind.TOOL_RESULT):
-            return
-        call_id = body.get("id") if kind == ItemKind.TOOL_CALL else body.get("call_id")
-        partner = ItemKind.TOOL_RESULT if kind == ItemKind.TOOL_CALL else ItemKind.TOOL_CALL
-        for other in kept:
-            other_id = other.item.body.get("call_id" if partner == ItemKind.TOOL_RESULT else "id")
-            if other.item.kind == partner and other_id == call_id:
-                self.marked[id(other)] = (other, None)
-
-
 def resolve_stage(recording: RecordedRun, stage: str | int | None, items: Sequence[str]) -> RecordedInference:
     """The inference ``stage`` names: a stage id or unique prefix, or a turn number (1 = the first call).
 
-    Without one, the earliest inference that sent any of ``items``.
+    Without one, the first inference (each edit then starts at the first call it changes).
     """
     inferences = recording.inferences
     listing = ", ".join(f"{i.turn}: {i.stage.id}" for i in inferences)
     if stage is None:
-        for inference in inferences:
-            hashes = {e.item_hash for e in inference.entries}
-            if any(h.startswith(ref) for h in hashes for ref in items):
-                return inference
-        raise EditError(f"no inference of run {recording.run_id} sent an item starting with "
-                        f"{', '.join(map(repr, items))} (footprint show {recording.run_id} lists the context)")
+        for ref in items:
+            try:
+                resolve_item(recording.data, ref, recording.names)
+            except NotFoundError as exc:
+                raise EditError(f"{exc} (footprint show {recording.run_id} lists the context)") from None
+        return inferences[0]
     text = str(stage)
     if text.isdigit() and 1 <= int(text) <= len(inferences):
         return inferences[int(text) - 1]
@@ -233,79 +146,6 @@ def resolve_stage(recording: RecordedRun, stage: str | int | None, items: Sequen
                         f"at an inference (turn: stage) {listing}")
     raise NotFoundError(f"no inference of run {recording.run_id} matches {text!r}; its inferences (turn: stage): "
                         f"{listing}")
-
-
-def resolve_edits(recording: RecordedRun, start: RecordedInference, edits: Sequence[Edit]) -> list[ResolvedEdit]:
-    """Bind each edit to the item it names in the snapshots from ``start`` on."""
-    later = recording.inferences[start.turn - 1:]
-    out = []
-    for edit in edits:
-        if not edit.item:
-            raise EditError("an edit needs an item hash (or a unique prefix of one)")
-        found: dict[str, tuple[int, Any]] = {}
-        for inference in later:
-            for entry in inference.entries:
-                if entry.item_hash.startswith(edit.item):
-                    found.setdefault(entry.item_hash, (inference.turn - 1, entry.origin))
-        if not found:
-            raise EditError(f"no item starting with {edit.item!r} is sent at or after inference {start.stage.name!r} "
-                            f"({start.stage.id}) of run {recording.run_id}")
-        if len(found) > 1:
-            raise EditError(f"{edit.item!r} matches {len(found)} items of run {recording.run_id}; give more of the hash")
-        item_hash, (first, origin) = next(iter(found.items()))
-        item = recording.data.items[item_hash]
-        place = recording.places.get(item_hash, "")
-        replacement = None if edit.text is None else replaced(item, edit.text)
-        out.append(ResolvedEdit(edit.action, item, origin.source or origin.kind, place, first, replacement))
-    return out
-
-
-def replaced(item: Item, text: str) -> Item:
-    """``item`` with its text changed to ``text`` (arguments of a tool call, content of a result, ...)."""
-    body = dict(item.body)
-    if item.kind == ItemKind.TOOL_CALL:
-        body["arguments"] = text
-    elif item.kind == ItemKind.TOOL_RESULT:
-        body["content"] = text
-    elif item.kind == ItemKind.TOOL_DEFINITION:
-        body["description"] = text
-    elif item.kind == ItemKind.SETTINGS:
-        try:
-            settings = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise EditError(f"replacement settings must be a JSON object ({exc.msg})") from None
-        if not isinstance(settings, dict):
-            raise EditError("replacement settings must be a JSON object")
-        return Item(item.kind, settings)
-    else:
-        body["text"] = text
-    return Item(item.kind, body)
-
-
-def edited_parts(recording: RecordedRun, edits: Sequence[ResolvedEdit]) -> AgentParts:
-    """The rebuilt agent's parts with the system and static edits applied (conversation edits apply per call)."""
-    parts = AgentParts.of(recording)
-    for edit in edits:
-        new = edit.replacement
-        if edit.place == PLACE_SYSTEM:
-            parts.system = [ContextItem(n, ci.origin) for ci in parts.system
-                            for n in _edited(ci.item, edit.item.hash, new)]
-            if parts.facts is not None:
-                parts.facts = [n for f in parts.facts for n in _edited(f, edit.item.hash, new)]
-        elif edit.place == PLACE_STATIC and edit.item.kind == ItemKind.SETTINGS:
-            if new is None:
-                raise EditError("the settings cannot be removed; replace them with a JSON object instead")
-            parts.settings = dict(new.body)
-        elif edit.place == PLACE_STATIC:
-            parts.tool_definitions = [n for d in parts.tool_definitions for n in _edited(d, edit.item.hash, new)]
-    return parts
-
-
-def _edited(item: Item, target: str, new: Item | None) -> list[Item]:
-    """``[item]`` untouched, ``[new]`` when it is the target and is replaced, ``[]`` when it is removed."""
-    if item.hash != target:
-        return [item]
-    return [] if new is None else [new]
 
 
 def _tool_map(tools: Sequence[Tool] | ToolRegistry) -> dict[str, Tool]:
@@ -351,54 +191,69 @@ async def counterfactual(
     new_calls: str = "durable",
     recorder: Recorder | None = None,
     executions: Once | None = None,
+    controls: Controls | None = None,
+    recording: RecordedRun | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
 ) -> CounterfactualResult:
-    """Re-run ``run`` from inference ``stage`` with ``edits`` applied, ``repeats`` times, against ``provider``.
+    """Re-run ``run`` with ``edits`` applied, ``repeats`` times, against ``provider``, after a control.
 
-    ``stage`` is a stage id (or unique prefix) or a turn number; without it, the earliest inference
-    that sent the edited item. ``tools`` are the real tools for calls the recording did not make.
-    ``comparator(original, new)`` says whether two answers are the same (default: identical text).
-    ``executions`` shares new tool results between counterfactuals (blame passes one).
+    ``stage`` is a stage id (or unique prefix) or a turn number the edits apply from; without it,
+    each edit applies from the first call it changes. ``tools`` are the real tools for calls the
+    recording did not make. ``comparator(original, new)`` says whether two answers are the same
+    (default: identical text). ``executions`` shares new tool results between counterfactuals and
+    ``controls`` the control re-runs (blame passes both); ``recording`` saves reading the run again.
     """
+    started = time.perf_counter()
     if repeats < 1:
         raise EvidenceError(f"repeats must be at least 1, not {repeats}")
     edit_list = [edits] if isinstance(edits, Edit) else list(edits)
     if not edit_list:
         raise EditError("a counterfactual needs at least one edit (remove or replace an item)")
-    store.flush()
-    run_id = store.resolve_run_id(run)
-    recording = read_recording(store.load_run(run_id))
+    if recording is None:
+        store.flush()
+        recording = read_recording(store.load_run(store.resolve_run_id(run)))
+    run_id = recording.run_id
     start = resolve_stage(recording, stage, [e.item for e in edit_list])
-    resolved = resolve_edits(recording, start, edit_list)
-    parts = edited_parts(recording, resolved)
-    window = [e for e in resolved if e.place not in (PLACE_SYSTEM, PLACE_STATIC)]
+    resolved = resolve(recording, start.turn - 1, edit_list)
+    planned = plan(recording, resolved)
+    fork = recording.inferences[min(planned.fork, len(recording.inferences) - 1)]
     real_tools = _tool_map(tools)
     shared = executions or Once()
     same = comparator or exact
     original = recording.data.run
-    result = CounterfactualResult(run_id, start.stage.id, start.stage.name, resolved, original.status,
+    result = CounterfactualResult(run_id, fork.stage.id, fork.stage.name, resolved, original.status,
                                   original.output or "")
+
+    def served(edited: bool = True) -> ServedTools:
+        return ServedTools(recording, new_call_handler(real_tools, new_calls, shared),
+                           {n: t.durable for n, t in real_tools.items()},
+                           results=planned.results if edited else None, refetch=planned.refetch if edited else None)
+
+    checks = controls if controls is not None else Controls()
+    before = checks.reruns
+    result.control = await checks.check(recording, planned.fork, provider=provider, tools=served(False), same=same,
+                                        original=original.output or "")
+    result.control = Control(**{**result.control.__dict__, "reruns": checks.reruns - before})
+    if not result.control.reproduced:
+        result.seconds = time.perf_counter() - started
+        return result
     base = recorder or Recorder(store)
     for repeat in range(repeats):
-        served = ServedTools(recording, new_call_handler(real_tools, new_calls, shared),
-                             {n: t.durable for n, t in real_tools.items()})
-        model = ForkModel(recording, start.turn - 1, provider)
-        fork = ForkRecorder(base, source=recording, kind="counterfactual", stage=start.stage.id,
-                            edit={"edits": [e.to_dict() for e in resolved], "repeat": repeat + 1, "of": repeats},
-                            labels=model.labels)
-        agent = rebuild_agent(recording, parts=parts, provider=model, tools=served, recorder=fork,
-                              session_id=f"counterfactual:{run_id}", edit=WindowEdits(window) if window else None)
-        done = await agent.run(recording.message)
-        if done.status == original.status:
-            outcome = "same" if same(original.output or "", done.answer or done.question or "") else "changed"
-        elif done.status in ("failed", "cancelled"):
+        tools_now = served()
+        done = await rerun(recording, planned, live=provider, tools=tools_now, recorder=base, kind="counterfactual",
+                           edit={"edits": [e.to_dict() for e in resolved], "repeat": repeat + 1, "of": repeats},
+                           session_id=f"counterfactual:{run_id}")
+        answer = done.result.answer or done.result.question or ""
+        if done.result.status == original.status:
+            outcome = "same" if same(original.output or "", answer) else "changed"
+        elif done.result.status in ("failed", "cancelled"):
             outcome = "error"
         else:
             outcome = "changed"
-        result.outcomes.append(Outcome(done.run_id, done.status, done.answer or done.question or "", outcome,
-                                       done.error, len(served.served), len(served.new)))
+        result.outcomes.append(Outcome(done.result.run_id, done.result.status, answer, outcome, done.result.error,
+                                       len(tools_now.served), len(tools_now.new)))
         if on_outcome is not None:
             on_outcome(result.outcomes[-1])
     store.flush()
+    result.seconds = time.perf_counter() - started
     return result
-

@@ -1,10 +1,12 @@
 """Rebuilding an agent from a recording, so the real loop (agent._loop.RunLoop) can run it again.
 
 The rebuilt agent composes exactly the recorded system context (a composer and a fact store that
-serve the recorded sections and facts), starts from the recorded conversation history, moves its
-memory window the way the recording shows it moved, offers the recorded tool definitions and
-settings, and records the new run as a fork of the old one. Its tools serve recorded results for
-calls the recording made (same name and arguments); what happens to a new call is up to the caller.
+serve the recorded sections and facts), starts from the recorded conversation history (what the
+window left out included), leaves out of each call what the recording's window left out (by
+reference: :mod:`._window`), offers the recorded tool definitions and settings, and records the new
+run as a fork of the old one. Its tools serve recorded results for calls the recording made (same
+name and arguments), edited where a counterfactual says so; what happens to a new call is up to the
+caller. Replay, counterfactual and blame all rebuild through here (:mod:`._rerun`).
 """
 
 from __future__ import annotations
@@ -17,20 +19,19 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracer import ContextItem, Item, ItemKind, Recorder, RunRecording
+from tracer import ContextItem, Item, ItemKind, Recorder, RunRecording, canonical_json
 
 from .._agent import Agent, ModelSettings
 from .._facts import Fact, FactStore
-from .._memory import Conversation, ConversationMemory
+from .._memory import Conversation
 from .._prompt import ComposedPrompt, PromptComposer, PromptContext, Section
 from ..errors import ToolRejectedError
 from ..providers import Provider
 from ..tools import PauseRun, Tool
 from ._recording import RecordedCall, RecordedRun, call_key
+from ._window import RecordedWindowMemory
 from .errors import EvidenceError
 
-#: edit(n, kept) -> kept: changes what the n-th model call (0-based) sees of the conversation.
-WindowEdit = Callable[[int, list[ContextItem]], list[ContextItem]]
 #: What a tool call that the recording did not make gets: a result text, or an exception to raise.
 NewCall = Callable[[str, dict[str, Any]], Awaitable[str]]
 
@@ -74,33 +75,6 @@ class RecordedFacts(FactStore):
         raise EvidenceError("a replayed or counterfactual run does not forget memory facts")
 
 
-class RecordedWindowMemory(ConversationMemory):
-    """Conversation memory whose window leaves out, call by call, as many old messages as the recording did.
-
-    The memory window's budget is not recorded, but what it left out is: the n-th model call of the
-    recording dropped the oldest ``drops[n]`` messages. Calls past the recording keep the last count.
-    ``edit`` (a counterfactual's) may then change what the call sees.
-    """
-
-    def __init__(self, drops: Sequence[int], edit: WindowEdit | None = None) -> None:
-        super().__init__(max_tokens=10**12)
-        self.drops = list(drops)
-        self.edit = edit
-        self.calls = 0
-
-    def context(self, conversation_id: str) -> tuple[list[ContextItem], list[ContextItem]]:
-        """The recorded window for this call, edited when an edit is set."""
-        n = self.calls
-        self.calls += 1
-        messages = self.require(conversation_id).messages
-        count = self.drops[n] if n < len(self.drops) else (self.drops[-1] if self.drops else 0)
-        count = min(count, len(messages))
-        kept, dropped = list(messages[count:]), list(messages[:count])
-        if self.edit is not None:
-            kept = self.edit(n, kept)
-        return kept, dropped
-
-
 def _exception_type(name: str) -> type[Exception]:
     cached = _EXCEPTION_TYPES.get(name)
     if cached is None:
@@ -130,6 +104,15 @@ def serve(call: RecordedCall) -> str:
     raise ToolRejectedError(content.removeprefix("Error: "))
 
 
+def serve_item(result: Item) -> str:
+    """Give back an edited result: its content, or its error raised so the loop renders the same text."""
+    content = result.body.get("content", "")
+    text = content if isinstance(content, str) else canonical_json(content)
+    if result.body.get("is_error"):
+        raise ToolRejectedError(text.removeprefix("Error: "))
+    return text
+
+
 class ServedTools:
     """Tools with the recorded definitions; identical calls get the recorded results.
 
@@ -139,11 +122,14 @@ class ServedTools:
     """
 
     def __init__(self, recording: RecordedRun, new_call: NewCall | None = None,
-                 durable: dict[str, bool] | None = None) -> None:
+                 durable: dict[str, bool] | None = None, *, results: dict[str, Item] | None = None,
+                 refetch: dict[tuple[str, str], Item] | None = None) -> None:
         self.recording = recording
         self.queues = recording.results_by_call()
         self.new_call = new_call
         self.durable = durable or {}
+        self.results = results or {}  # recorded result hash -> the edited result served instead
+        self.refetch = refetch or {}  # call key -> the edited result of a call an earlier run made
         self.served: list[tuple[str, str]] = []  # (name, canonical arguments) served from the recording
         self.new: list[tuple[str, str]] = []  # calls handed to new_call
 
@@ -167,7 +153,11 @@ class ServedTools:
         if queue:
             recorded = queue.popleft() if len(queue) > 1 else queue[0]
             self.served.append(key)
-            return serve(recorded)
+            edited = self.results.get(recorded.result_hash)
+            return serve(recorded) if edited is None else serve_item(edited)
+        if key in self.refetch:  # an earlier run's call, whose result is edited: the same call gets the edit
+            self.served.append(key)
+            return serve_item(self.refetch[key])
         self.new.append(key)
         if self.new_call is None:
             raise ToolRejectedError(f"{name} with these arguments was not called in the recording, and new calls "
@@ -234,13 +224,12 @@ def rebuild_agent(
     parts: AgentParts,
     provider: Provider,
     tools: ServedTools,
-    recorder: ForkRecorder,
+    recorder: Recorder,
     session_id: str,
-    edit: WindowEdit | None = None,
+    memory: RecordedWindowMemory,
     max_turns: int | None = None,
 ) -> Agent:
     """An agent that sends what the recording's agent sent, recording into ``recorder``."""
-    memory = RecordedWindowMemory([i.window_drops for i in recording.inferences], edit)
     conversation_id = f"{session_id}:{uuid.uuid4().hex[:8]}"
     memory.put(Conversation(conversation_id, None, messages=list(parts.history)))
     turns, tool_calls = len(recording.inferences), sum(1 for _ in recording.calls)

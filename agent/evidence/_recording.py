@@ -5,13 +5,13 @@ holds the system context (prompt sections and memory facts, each with the prompt
 that produced it), the conversation history (items whose origin is an earlier run), the user's
 message, the tool definitions offered and the settings; each inference's outputs are the model's
 responses; each tool stage holds a call and its result; the entries left out by the memory window
-say how the window moved turn by turn.
+say what the window left out, call by call (every message, by reference: see :mod:`._window`).
 """
 
 from __future__ import annotations
 
 import json
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,11 +25,14 @@ from tracer import (
     Stage,
     StageKind,
     canonical_json,
+    item_names,
+    left_out,
 )
 
 from .._memory import DROPPED_BY_WINDOW
 from .._prompt import DROPPED_BY_LENGTH_CAP
 from ..providers import ModelResponse, ToolCall, Usage
+from ._window import MessageKey, message_key
 from .errors import NotReplayableError
 
 #: Where a context item sits when the agent is rebuilt: how it re-enters the next run.
@@ -48,10 +51,9 @@ class RecordedInference:
     error: str | None = None
 
     @property
-    def window_drops(self) -> int:
-        """How many of the oldest messages the memory window left out of this call."""
-        recorded = sum(1 for e in self.dropped if e.dropped_by == DROPPED_BY_WINDOW)
-        return int(self.stage.attributes.get("window_dropped", recorded))
+    def window_left_out(self) -> list[SnapshotEntry]:
+        """What the memory window left out of this call (every message, oldest first)."""
+        return [e for e in self.dropped if e.dropped_by == DROPPED_BY_WINDOW]
 
 
 @dataclass
@@ -64,6 +66,9 @@ class RecordedCall:
     content: str | None
     is_error: bool
     pause: tuple[str, str] | None = None  # (question, kind) when the tool paused the run
+    stage_id: str = ""
+    call_hash: str = ""  # the tool call item the tool stage ran
+    result_hash: str = ""  # the tool result item it produced
 
     @property
     def key(self) -> tuple[str, str]:
@@ -99,6 +104,21 @@ class RecordedRun:
     calls: list[RecordedCall]
     places: dict[str, str] = field(default_factory=dict)  # item hash -> PLACE_*
     failure: tuple[str, str] | None = None  # (reason, message) of an error stage
+    names: dict[str, str] = field(default_factory=dict)  # item hash -> its human name (tracer.item_names)
+
+    @property
+    def history_runs(self) -> frozenset[str]:
+        """The earlier runs the conversation history came from."""
+        return frozenset(ci.origin.run_id for ci in self.history if ci.origin.run_id and ci.origin.run_id != self.run_id)
+
+    def left_out_keys(self) -> list[Counter[MessageKey]]:
+        """Per recorded call, the keys of the messages its memory window left out (see :mod:`._window`)."""
+        runs = self.history_runs
+        return [Counter(message_key(e.item_hash, e.origin, runs) for e in i.window_left_out) for i in self.inferences]
+
+    def name(self, item_hash: str) -> str:
+        """The item's human name in this run (its short hash when it has none)."""
+        return self.names.get(item_hash) or item_hash[:12]
 
     @property
     def run_id(self) -> str:
@@ -183,6 +203,7 @@ def read_recording(data: RunData) -> RecordedRun:
         if entry.dropped_by == DROPPED_BY_LENGTH_CAP:
             system_dropped.append(ContextItem(item, entry.origin))
         elif entry.dropped_by == DROPPED_BY_WINDOW and entry.origin.run_id != run.id:
+            places.setdefault(item.hash, PLACE_HISTORY)
             older.append(ContextItem(item, entry.origin))
     if message is None:
         message = _input_text(data, input_stages)
@@ -195,10 +216,30 @@ def read_recording(data: RunData) -> RecordedRun:
         facts = [_item(data, e) for e in data.inputs.get(_prompt_stage_id(data) or "", []) if e.origin.kind == "memory"]
     return RecordedRun(
         data=data, message=message, system=system, system_dropped=system_dropped, facts=facts,
-        user_id=(memory_stage.attributes.get("user_id") if memory_stage else None), history=[*older, *history],
-        tool_definitions=tool_definitions, settings=settings, inferences=inferences, calls=_calls(data),
-        places=places, failure=_failure(data),
+        user_id=(memory_stage.attributes.get("user_id") if memory_stage else None),
+        history=_in_conversation_order(older, history), tool_definitions=tool_definitions, settings=settings,
+        inferences=inferences, calls=_calls(data), places=places, failure=_failure(data), names=item_names(data),
     )
+
+
+def _in_conversation_order(left_out: list[ContextItem], kept: list[ContextItem]) -> list[ContextItem]:
+    """The history the run started from: what the window left out merged with what it kept.
+
+    Each list is in conversation order; the stages that produced the messages sort by time (their
+    ids do), so the merge puts each left-out message back where it was.
+    """
+    if not left_out:
+        return kept
+    merged: list[ContextItem] = []
+    i = j = 0
+    while i < len(left_out) and j < len(kept):
+        if (left_out[i].origin.stage_id or "") <= (kept[j].origin.stage_id or ""):
+            merged.append(left_out[i])
+            i += 1
+        else:
+            merged.append(kept[j])
+            j += 1
+    return [*merged, *left_out[i:], *kept[j:]]
 
 
 def _item(data: RunData, entry: SnapshotEntry) -> Item:
@@ -229,10 +270,8 @@ def _inferences(data: RunData) -> list[RecordedInference]:
             response = _response(data, stage)
         elif stage.status != "error":
             raise NotReplayableError(f"run {data.run.id}: inference {stage.name!r} ended {stage.status}")
-        out.append(RecordedInference(
-            stage, turn, [e for e in entries if e.included], [e for e in entries if not e.included], response,
-            stage.error,
-        ))
+        out.append(RecordedInference(stage, turn, [e for e in entries if e.included], left_out(data, stage.id),
+                                     response, stage.error))
     return out
 
 
@@ -266,8 +305,9 @@ def _calls(data: RunData) -> list[RecordedCall]:
             content, is_error = body.get("content"), bool(body.get("is_error"))
             if not isinstance(content, str):
                 content = json.dumps(content)
+        call_hash = next((e.item_hash for e in data.inputs.get(stage.id, []) if e.included), "")
         out.append(RecordedCall(str(attrs.get("call_id", "")), stage.name, str(attrs.get("arguments", "")), content,
-                                is_error, pause))
+                                is_error, pause, stage.id, call_hash, outputs[-1] if outputs else ""))
     return out
 
 

@@ -13,15 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tracer import ContextItem, Recorder, RunDivergence, SnapshotEntry, Store, compare_runs, diff_snapshots
+from tracer import Recorder, RunDivergence, Store, compare_runs
 
-from ..errors import ProviderError, ReplayMismatchError
-from ..providers import ModelRequest, ModelResponse, Provider
-from ._rebuild import AgentParts, ForkRecorder, ServedTools, rebuild_agent
-from ._recording import RecordedInference, RecordedRun, read_recording
+from ..errors import ReplayMismatchError
+from ._edits import plan
+from ._rebuild import ServedTools
+from ._recording import RecordedRun, read_recording
+from ._rerun import ForkModel, rerun
 
 
-class RecordedModel(Provider):
+class RecordedModel(ForkModel):
     """A provider keyed by the snapshot: it serves a recorded run's responses, and nothing else.
 
     The n-th request must be exactly the snapshot of the recording's n-th inference; otherwise the
@@ -31,78 +32,7 @@ class RecordedModel(Provider):
     name = "recording"
 
     def __init__(self, recording: RecordedRun) -> None:
-        self.recording = recording
-        self.calls = 0
-        self.mismatch: ReplayMismatchError | None = None
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """The recorded response for this turn, when the request matches the recorded snapshot."""
-        n = self.calls
-        self.calls += 1
-        inferences = self.recording.inferences
-        if n >= len(inferences):
-            last = inferences[-1].stage
-            self._fail(last.id, f"the replay made model call {n + 1}, but the recording has only {len(inferences)} "
-                                f"(after inference {last.name!r})")
-        expected = inferences[n]
-        if request.key != snapshot_key(self.recording, expected):
-            self._fail(expected.stage.id, describe_difference(self.recording, expected, request),
-                       expected.stage.name)
-        if expected.response is None:
-            raise ProviderError(expected.error or "the recorded model call failed", provider=self.name)
-        return expected.response
-
-    def _fail(self, stage_id: str, difference: str, stage_name: str | None = None) -> None:
-        where = f"inference {stage_name!r} (stage {stage_id})" if stage_name else f"stage {stage_id}"
-        self.mismatch = ReplayMismatchError(
-            f"replay of run {self.recording.run_id} stopped at {where}: the request differs from the recording: "
-            f"{difference}",
-            stage=stage_id, difference=difference,
-        )
-        raise self.mismatch
-
-
-def snapshot_key(recording: RecordedRun, inference: RecordedInference) -> str:
-    """The key (:attr:`ModelRequest.key`) of the request the recorded inference sent."""
-    items = recording.data.items
-    return ModelRequest.of([ContextItem(items[e.item_hash], e.origin) for e in inference.entries]).key
-
-
-def describe_difference(recording: RecordedRun, expected: RecordedInference, request: ModelRequest) -> str:
-    """What the request has that the recorded snapshot has not, and the other way round, in a line or two."""
-    items = dict(recording.data.items)
-    sent = []
-    for position, ci in enumerate(request.context):
-        items.setdefault(ci.item.hash, ci.item)
-        sent.append(SnapshotEntry(position, ci.item.hash, ci.origin))
-    diff = diff_snapshots(expected.entries, sent, items)
-    if diff.changed:
-        parts = []
-        for entry in diff.entries[:4]:
-            where = f"{entry.origin_kind} {entry.origin_source}" if entry.origin_source else entry.origin_kind
-            text = f"{entry.change} {entry.item_kind} from {where}: {_short(entry.text)}"
-            if entry.before_text is not None:
-                text += f" (recorded: {_short(entry.before_text)})"
-            parts.append(text)
-        more = len(diff.entries) - 4
-        return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
-    recorded = [e.item_hash for e in expected.entries]
-    replayed = [e.item_hash for e in sent]
-    for position, (a, b) in enumerate(zip(recorded, replayed, strict=False)):
-        if a != b:
-            return (f"the same items in another order (position {position}: recorded {_describe(items, a)}, "
-                    f"replayed {_describe(items, b)})")
-    return f"the recording sent {len(recorded)} items, the replay {len(replayed)}"
-
-
-def _describe(items: dict[str, Any], item_hash: str) -> str:
-    item = items.get(item_hash)
-    return f"{item.kind} {_short(item.text)}" if item else item_hash[:12]
-
-
-def _short(text: str, limit: int = 60) -> str:
-    flat = " ".join(text.split())
-    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+        super().__init__(recording, len(recording.inferences), None, check=True)
 
 
 @dataclass
@@ -142,16 +72,22 @@ async def replay(store: Store, run: str, *, recorder: Recorder | None = None) ->
     store.flush()
     run_id = store.resolve_run_id(run)
     recording = read_recording(store.load_run(run_id))
-    model = RecordedModel(recording)
     tools = ServedTools(recording)
-    fork = ForkRecorder(recorder or Recorder(store), source=recording, kind="replay")
-    agent = rebuild_agent(recording, parts=AgentParts.of(recording), provider=model, tools=tools, recorder=fork,
-                          session_id=f"replay:{run_id}")
-    result = await agent.run(recording.message)
+    started: list[Any] = []
+    try:
+        done = await rerun(recording, plan(recording, []), live=None, tools=tools, recorder=recorder or Recorder(store),
+                           kind="replay", check=True, session_id=f"replay:{run_id}", on_agent=started.append)
+    except ReplayMismatchError as mismatch:
+        store.flush()
+        raise ReplayMismatchError(f"{str(mismatch).replace('re-run', 'replay', 1)} (the replay is recorded as run "
+                                  f"{_last_run(store, run_id)})", stage=mismatch.stage,
+                                  difference=mismatch.difference) from None
     store.flush()
-    if model.mismatch is not None:
-        mismatch = model.mismatch
-        raise ReplayMismatchError(f"{mismatch} (the replay is recorded as run {result.run_id})",
-                                  stage=mismatch.stage, difference=mismatch.difference)
-    return ReplayResult(run_id, result.run_id, result.status, result.answer, model.calls, len(tools.served),
+    result = done.result
+    return ReplayResult(run_id, result.run_id, result.status, result.answer, done.model.calls, len(tools.served),
                         compare_runs(store, run_id, result.run_id).divergence)
+
+
+def _last_run(store: Store, source: str) -> str:
+    rows = store.query("SELECT id FROM fp_run WHERE forked_from_run = ? ORDER BY id DESC LIMIT 1", [source])
+    return str(rows[0][0]) if rows else "?"

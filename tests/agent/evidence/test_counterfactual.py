@@ -99,7 +99,7 @@ async def test_a_non_durable_tool_never_runs_twice_for_the_same_call(
 
 async def test_bad_edits_and_stages_are_named(store: Store, demo: Any) -> None:
     wrong = demo.results[1].run_id
-    with pytest.raises(EditError, match="no item starting with 'zzz'"):
+    with pytest.raises(EditError, match="no item named 'zzz'"):
         await counterfactual(store, wrong, edits=Edit.remove("zzz"), stage=1, provider=OfflineDemoModel())
     with pytest.raises(NotFoundError, match="no inference"):
         await counterfactual(store, wrong, edits=Edit.remove("a"), stage="s-nope", provider=OfflineDemoModel())
