@@ -19,6 +19,8 @@ from ._ids import new_id
 from ._json import canonical_json
 from ._lineage import child_run_ids, child_runs
 from ._listeners import RecordedStage, RecordingListener, feed_listener, recorded_stages
+from ._names import item_names, resolve_item
+from ._rank import RankedItem, rank
 from ._recorder import Durability, NullRecorder, Recorder, RunRecording, StageRecording
 from ._records import (
     ContextItem,
@@ -49,8 +51,6 @@ from ._serialize import (
     rundata_to_dict,
 )
 from ._store import DEFAULT_PATH, RunFilter, Store
-from ._names import item_names, resolve_item
-from ._rank import RankedItem, rank
 from ._why import DroppedItem, Evidence, EvidenceNode, RunSource, why
 from .errors import (
     ExportError,
@@ -66,10 +66,10 @@ from .errors import (
 
 __all__ = [
     "DEFAULT_PATH",
+    "DROPPED_SINCE",
     "ContextItem",
     "DiffEntry",
     "DroppedChange",
-    "DROPPED_SINCE",
     "DroppedContext",
     "DroppedItem",
     "Durability",

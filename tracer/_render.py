@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ._diff import RunDivergence, SnapshotDiff, estimate_tokens
-from ._records import EdgeKind, Origin, OriginKind, Run, Stage, StageKind
 from ._rank import RankedItem
+from ._records import EdgeKind, Origin, OriginKind, Run, Stage, StageKind
 from ._rundata import RunData
 from ._why import Evidence, EvidenceNode
 

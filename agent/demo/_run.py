@@ -125,7 +125,8 @@ async def run_demo(
         report = await blame(store, result.run_id, provider=provider, tools=agent.tools.values())
         demo.proven = [(s.source, s.verdict) for s in report.culprits]
         for suspect in report.culprits:
-            echo(f"  {suspect.verdict}: without {suspect.source} ({suspect.text!r}) "
+            edit = "with the tool returning nothing for" if suspect.action == "nothing" else "without"
+            echo(f"  {suspect.verdict}: {edit} {suspect.source} ({suspect.text!r}) "
                  f"{suspect.changed} of {suspect.repeats} re-runs answered differently.")
         held = [s for s in report.tested if s.verdict == "holds"]
         if held:

@@ -11,8 +11,8 @@ from ._control import Comparator, Control, Controls
 from ._counterfactual import CounterfactualResult, Outcome, counterfactual, exact, verdict_of
 from ._edits import Edit
 from ._rebuild import RecordedComposer, RecordedFacts
-from ._window import RecordedWindowMemory
 from ._replay import RecordedModel, ReplayResult, replay
+from ._window import RecordedWindowMemory
 from .errors import EditError, EvidenceError, NotReplayableError
 
 __all__ = [

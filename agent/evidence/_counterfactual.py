@@ -133,7 +133,7 @@ def resolve_stage(recording: RecordedRun, stage: str | int | None, items: Sequen
             try:
                 resolve_item(recording.data, ref, recording.names)
             except NotFoundError as exc:
-                raise EditError(f"{exc} (footprint show {recording.run_id} lists the context)") from None
+                raise EditError(str(exc)) from None
         return inferences[0]
     text = str(stage)
     if text.isdigit() and 1 <= int(text) <= len(inferences):

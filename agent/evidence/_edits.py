@@ -26,7 +26,15 @@ from tracer import ContextItem, Item, ItemKind, NotFoundError, resolve_item
 
 from ..providers import ModelResponse, ToolCall
 from ._rebuild import AgentParts
-from ._recording import PLACE_HISTORY, PLACE_INPUT, PLACE_RUN, PLACE_STATIC, PLACE_SYSTEM, RecordedRun, call_key
+from ._recording import (
+    PLACE_HISTORY,
+    PLACE_INPUT,
+    PLACE_RUN,
+    PLACE_STATIC,
+    PLACE_SYSTEM,
+    RecordedRun,
+    call_key,
+)
 from ._window import MessageKey, message_key
 from .errors import EditError
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from tracer import DroppedContext, Origin, RunComparison, StagePair
 
-from ._blame import BlameReport
+from ._blame import BlameReport, Suspect
 from ._counterfactual import CounterfactualResult
 from ._replay import ReplayResult
 
@@ -39,46 +39,80 @@ def render_replay(result: ReplayResult) -> str:
     return "\n".join(lines)
 
 
+def _control_line(result: CounterfactualResult) -> str:
+    control = result.control
+    if control is None:
+        return ""
+    if control.reproduced:
+        return "Control: a re-run with no edit reproduced the recorded context and answer."
+    return f"Control failed: {control.reason}"
+
+
 def render_counterfactual(result: CounterfactualResult) -> str:
-    """A counterfactual: the edit, the outcomes and the verdict."""
+    """A counterfactual: the edit, the control, the outcomes and the verdict."""
     lines = [f"Counterfactual on run {result.source_run_id} from inference {result.stage_name!r} ({result.stage_id}):"]
+    verbs = {"remove": "removed", "replace": "replaced", "nothing": "the tool returned nothing for",
+             "error": "the tool failed for", "restore": "restored"}
     for edit in result.edits:
-        change = "removed" if edit.action == "remove" else "replaced"
-        lines.append(f"  {change} {edit.item.kind} {edit.item.hash[:12]} ({edit.source}): {short(edit.item.text)}")
-        if edit.replacement is not None:
+        lines.append(f"  {verbs.get(edit.action, edit.action)} {edit.item.kind} {edit.name} ({edit.item.hash[:12]}): "
+                     f"{short(edit.item.text)}")
+        if edit.replacement is not None and edit.action in ("replace", "error"):
             lines.append(f"    with {short(edit.replacement.text)}")
+    lines.append(_control_line(result))
     lines.append(f"Original answer ({result.original_status}):")
     lines.append(f"    {short(result.original_answer, 300)}")
     for number, outcome in enumerate(result.outcomes, 1):
         detail = outcome.error if outcome.result == "error" else outcome.answer
         lines.append(f"  re-run {number}  {outcome.run_id}  {outcome.result}:")
         lines.append(f"    {short(detail, 300)}")
-    lines.append(f"Verdict: {result.verdict} ({result.changed} of {len(result.outcomes)} re-runs answered differently)")
-    return "\n".join(lines)
+    if result.reason:
+        lines.append(f"Verdict: inconclusive ({result.reason})")
+    else:
+        lines.append(f"Verdict: {result.verdict} ({result.changed} of {len(result.outcomes)} re-runs answered "
+                     f"differently)")
+    lines.append(f"{result.reruns} re-run(s) in {result.seconds:.2f} s")
+    return "\n".join(line for line in lines if line)
+
+
+def _suspect_line(suspect: Suspect, width: int = 44) -> str:
+    return (f"  {suspect.verdict:<12} {suspect.via:<14} {suspect.name[:28]:<28} {suspect.item_hash[:12]}  "
+            f"{suspect.kind:<15} {short(suspect.text, width)}")
 
 
 def render_blame(report: BlameReport) -> str:
-    """The culprits first, then everything tested and skipped."""
+    """The culprits first with their chains, then everything tested and skipped, then the cost."""
     lines = [f"Blame for run {report.run_id}, which answered:", f"    {short(report.answer, 300)}", ""]
     culprits = report.culprits
     if culprits:
-        lines.append("Culprits (removing the item alone changes the answer):")
+        lines.append("Culprits (editing the item alone changes the answer; causes first):")
         for rank, suspect in enumerate(culprits, 1):
-            lines.append(f"  {rank}. {suspect.kind} {suspect.item_hash[:12]} from {suspect.source}: {short(suspect.text)}")
-            lines.append(f"     {suspect.verdict}: {suspect.changed} of {suspect.repeats} re-runs changed "
-                         f"(runs {', '.join(suspect.run_ids)})")
+            edit = {"nothing": "the tool returning nothing", "replace": "the alternative", "remove": "removing it"}
+            lines.append(f"  {rank}. {suspect.name} ({suspect.kind} {suspect.item_hash[:12]}): {short(suspect.text)}")
+            lines.append(f"     {suspect.verdict} with {edit.get(suspect.action, suspect.action)}: {suspect.changed} "
+                         f"of {suspect.repeats} re-runs changed (runs {', '.join(suspect.run_ids)})")
+            for link in (suspect.chain.links if suspect.chain else []):
+                lines.append(f"     <- {link.text}")
+            if suspect.chain and suspect.chain.try_next:
+                lines.append(f"     try: {suspect.chain.try_next}")
     else:
-        lines.append("No single item's removal changes the answer.")
-    lines += ["", f"Tested ({len(report.tested)} items, {len(report.groups)} group test(s)):"]
+        lines.append("No single item's edit changes the answer.")
+    for suspect in report.omissions:
+        lines.append(f"  Left out, and restoring it changes the answer: {suspect.name}: {short(suspect.text)}")
+    lines += ["", f"Tested ({len(report.tested)} items in rank order, {len(report.groups)} group test(s)):"]
+    lines += [_suspect_line(s) for s in sorted(report.tested, key=lambda s: s.rank)]
     for suspect in report.tested:
-        lines.append(f"  {suspect.verdict:<12} {suspect.via:<11} {suspect.item_hash[:12]}  {suspect.kind:<15} "
-                     f"{short(suspect.text, 44):<46} <- {suspect.source}")
+        if suspect.reason:
+            lines.append(f"  {suspect.name}: inconclusive: {suspect.reason}")
+    if report.left_out:
+        lines += ["", f"Left out of the answering call, restored ({len(report.left_out)} items):"]
+        lines += [_suspect_line(s) for s in report.left_out]
     if report.skipped:
         lines += ["", "Not tested:"]
         for skipped in report.skipped:
-            lines.append(f"  {skipped.item_hash[:12]}  {skipped.kind:<15} {short(skipped.text, 40):<42} {skipped.reason}")
+            lines.append(f"  {skipped.name[:28]:<28} {skipped.kind:<15} {short(skipped.text, 36):<38} {skipped.reason}")
     for note in report.notes:
         lines += ["", f"Note: {note}"]
+    lines += ["", f"{report.reruns} re-run(s) (controls included) in {report.seconds:.2f} s"]
     return "\n".join(lines)
 
 

@@ -2,13 +2,17 @@
 
 ``register(group)`` adds them; :mod:`agent.cli` calls it. Re-runs against a live model pick the
 provider the run was made with: the offline demo model for runs labelled ``offline-demo``,
-otherwise OpenAI (or an OpenAI-compatible server) when ``OPENAI_API_KEY`` is set.
+otherwise OpenAI (or an OpenAI-compatible server) when ``OPENAI_API_KEY`` is set; ``--provider
+MODULE:FUNC`` names your own (a Provider, a function returning one, or a model function
+``request -> response`` that a :class:`~agent.providers.FunctionModel` wraps). Items are named by
+their human name (``memory:profile.city``, ``result:weather#1``) or their hash (or a prefix).
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -23,16 +27,20 @@ from ..errors import UserError
 from ..providers import Provider
 from ..tools import Tool, ToolRegistry
 from ._blame import BlameReport, blame
-from ._counterfactual import NEW_CALL_POLICIES, Comparator, CounterfactualResult, Edit, counterfactual
+from ._control import Controls
+from ._counterfactual import NEW_CALL_POLICIES, Comparator, CounterfactualResult, counterfactual
+from ._edits import Edit
+from ._rebuild import ServedTools
+from ._recording import read_recording
 from ._render import render_blame, render_comparison, render_counterfactual, render_dropped, render_replay
 from ._replay import replay
 from .errors import EvidenceError
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 provider_option = click.option(
-    "--provider", "provider_name", type=click.Choice(["auto", "offline-demo", "openai"]), default="auto",
-    show_default=True,
-    help="The live model: auto picks the offline demo model for runs it made, else OpenAI (needs OPENAI_API_KEY).",
+    "--provider", "provider_name", default="auto", show_default=True, metavar="auto|offline-demo|openai|MODULE:FUNC",
+    help="The live model: auto picks the offline demo model for runs it made, else OpenAI (needs OPENAI_API_KEY); "
+         "MODULE:FUNC is a Provider, a function returning one, or a model function request -> response.",
 )
 tools_option = click.option(
     "--tools", "tools_ref", metavar="MODULE:NAME",
@@ -69,9 +77,12 @@ def _echo_json(value: dict[str, Any]) -> None:
 
 @click.command("replay")
 @click.argument("run")
+@click.option("--provider", "provider_name", metavar="auto|offline-demo|openai|MODULE:FUNC",
+              help="Also check a live model: with nothing edited, does it give the recorded answer? (what "
+                   "counterfactual and blame check before any verdict)")
 @db_option
 @json_option
-def replay_command(run: str, db: str, as_json: bool) -> None:
+def replay_command(run: str, provider_name: str | None, db: str, as_json: bool) -> None:
     """Run RUN again from its recording: recorded model outputs and tool results, no network, no side effects.
 
     The replay is recorded as a new run (forked from RUN, labelled replay). It stops with an error
@@ -79,16 +90,38 @@ def replay_command(run: str, db: str, as_json: bool) -> None:
     """
     with _open(db) as store:
         result = asyncio.run(replay(store, run))
-    _echo_json(result.to_dict()) if as_json else click.echo(render_replay(result))
+        live = None
+        if provider_name is not None:
+            source = store.get_run(result.source_run_id)
+            recording = read_recording(store.load_run(source.id))
+            live = asyncio.run(Controls().check(
+                recording, 0, provider=live_provider(source, provider_name), tools=ServedTools(recording),
+                same=lambda a, b: a == b, original=source.output or ""))
+    if as_json:
+        out = result.to_dict()
+        if live is not None:
+            out["live_control"] = live.to_dict()
+        _echo_json(out)
+        return
+    click.echo(render_replay(result))
+    if live is not None:
+        click.echo("  The live model reproduces the recorded answer." if live.reproduced else f"  {live.reason}")
 
 
 @click.command("counterfactual")
 @click.argument("run")
 @click.option("--stage", help="The inference to start from: a stage id (or prefix) or a turn number "
-                              "(default: the first inference that sent the item).")
-@click.option("--remove", "remove", multiple=True, metavar="ITEM", help="Leave out the item (a hash prefix).")
+                              "(default: the first call each edit changes).")
+@click.option("--remove", "remove", multiple=True, metavar="ITEM",
+              help="Leave out the item (a tool result: the tool returns nothing, its call kept).")
 @click.option("--replace", "replace", metavar="ITEM", help="Replace the item's text (with --with).")
 @click.option("--with", "with_text", metavar="TEXT", help="The replacement text for --replace.")
+@click.option("--returned-nothing", "nothing", multiple=True, metavar="ITEM",
+              help="A tool result: the tool returned nothing (its call kept).")
+@click.option("--returned-error", "failed", multiple=True, metavar="ITEM",
+              help="A tool result: the tool failed (its call kept).")
+@click.option("--restore", "restore", multiple=True, metavar="ITEM",
+              help="Put an item the memory window or the prompt cap left out back in.")
 @repeat_option
 @same_option
 @new_calls_option
@@ -97,22 +130,30 @@ def replay_command(run: str, db: str, as_json: bool) -> None:
 @db_option
 @json_option
 def counterfactual_command(
-    run: str, stage: str | None, remove: tuple[str, ...], replace: str | None, with_text: str | None, repeats: int,
+    run: str, stage: str | None, remove: tuple[str, ...], replace: str | None, with_text: str | None,
+    nothing: tuple[str, ...], failed: tuple[str, ...], restore: tuple[str, ...], repeats: int,
     same_ref: str, new_calls: str, provider_name: str, tools_ref: str | None, db: str, as_json: bool,
 ) -> None:
-    """Re-run RUN from a stage with an item removed or replaced, and say whether the answer flips.
+    """Re-run RUN with items edited, and say whether the answer flips.
 
-    Model calls before the stage are served from the recording; from the stage on the live model
-    answers. Tool calls identical to recorded ones get the recorded results. Each re-run is
-    recorded as a run forked from RUN. Verdict: flips, holds or inconclusive.
+    ITEM is an item's name (memory:profile.city, result:weather#1, call:weather#1, ...) or its hash
+    (or a unique prefix). A control re-run with no edit comes first: when it does not reproduce the
+    recording, the verdict is inconclusive. Model calls before the first edited one are served from
+    the recording; from there the live model answers. Tool calls identical to recorded ones get the
+    recorded results. Each re-run is recorded as a run forked from RUN. Verdict: flips, holds or
+    inconclusive.
     """
     edits = [Edit.remove(item) for item in remove]
+    edits += [Edit.returned_nothing(item) for item in nothing]
+    edits += [Edit.returned_error(item) for item in failed]
+    edits += [Edit.restore(item) for item in restore]
     if (replace is None) != (with_text is None):
         raise click.UsageError("--replace ITEM and --with TEXT go together")
     if replace is not None and with_text is not None:
         edits.append(Edit.replace(replace, with_text))
     if not edits:
-        raise click.UsageError("say what to change: --remove ITEM or --replace ITEM --with TEXT")
+        raise click.UsageError("say what to change: --remove ITEM or --replace ITEM --with TEXT (or "
+                               "--returned-nothing, --returned-error, --restore)")
     with _open(db) as store:
         source = store.get_run(store.resolve_run_id(run))
         provider, tools = live_provider(source, provider_name), load_tools(source, tools_ref)
@@ -125,30 +166,47 @@ def counterfactual_command(
     _echo_json(result.to_dict()) if as_json else click.echo(render_counterfactual(result))
 
 
+def _alternatives(values: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{value!r} is not ITEM=TEXT", param_hint="--alternative")
+        out[name] = text
+    return out
+
+
 @click.command("blame")
 @click.argument("run")
 @repeat_option
 @same_option
 @new_calls_option
 @click.option("--include-tools", is_flag=True, help="Test the tool definitions too.")
+@click.option("--alternative", "alternatives", multiple=True, metavar="ITEM=TEXT",
+              help="Test a model output of the run (call:weather#1, output:turn1) by putting TEXT in its place "
+                   "(a tool call's TEXT is its JSON arguments).")
+@click.option("--left-out/--no-left-out", default=True, show_default=True,
+              help="Also restore what the memory window or the prompt cap left out of the answering call.")
 @click.option("--bisect-above", type=click.IntRange(1), default=8, show_default=True,
-              help="With more suspects than this, test groups (halves) first.")
+              help="With more suspects than this, test the most likely alone, then the rest in groups.")
 @provider_option
 @tools_option
 @db_option
 @json_option
 def blame_command(
-    run: str, repeats: int, same_ref: str, new_calls: str, include_tools: bool, bisect_above: int,
-    provider_name: str, tools_ref: str | None, db: str, as_json: bool,
+    run: str, repeats: int, same_ref: str, new_calls: str, include_tools: bool, alternatives: tuple[str, ...],
+    left_out: bool, bisect_above: int, provider_name: str, tools_ref: str | None, db: str, as_json: bool,
 ) -> None:
-    """Find the context items that made RUN answer as it did: each suspect `why` names is removed in a
-    counterfactual; the items whose removal flips the answer are reported, ranked, with the verdicts."""
+    """Find the context items that made RUN answer as it did: each suspect `why` names, most likely first,
+    is edited in a counterfactual (after a control re-run); the items whose edit flips the answer are
+    reported, causes first, each with its chain, and the re-runs made and time taken."""
     with _open(db) as store:
         source = store.get_run(store.resolve_run_id(run))
         report: BlameReport = asyncio.run(blame(
             store, source.id, provider=live_provider(source, provider_name), tools=load_tools(source, tools_ref),
             repeats=repeats, comparator=load_comparator(same_ref), new_calls=new_calls,
-            include_tool_definitions=include_tools, bisect_above=bisect_above,
+            include_tool_definitions=include_tools, include_left_out=left_out,
+            alternatives=_alternatives(alternatives), bisect_above=bisect_above,
             on_progress=None if as_json else _progress,
         ))
     _echo_json(report.to_dict()) if as_json else click.echo(render_blame(report))
@@ -187,6 +245,10 @@ def _progress(line: str) -> None:
 
 def live_provider(run: Run, name: str = "auto") -> Provider:
     """The live model to re-run ``run`` against (see the module docstring)."""
+    if ":" in name:
+        return _provider_from(name)
+    if name not in ("auto", "offline-demo", "openai"):
+        raise click.BadParameter(f"{name!r} is not auto, offline-demo, openai or MODULE:FUNC", param_hint="--provider")
     if name == "offline-demo" or (name == "auto" and "offline-demo" in run.labels):
         from ..providers._demo import OfflineDemoModel
 
@@ -194,11 +256,36 @@ def live_provider(run: Run, name: str = "auto") -> Provider:
     if not os.environ.get("OPENAI_API_KEY"):
         raise EvidenceError(
             f"run {run.id} was made with model {run.model or 'unknown'}; set OPENAI_API_KEY (and OPENAI_BASE_URL "
-            f"for a compatible server) to re-run it against a live model, or pass --provider offline-demo"
+            f"for a compatible server) to re-run it against a live model, or pass --provider offline-demo or "
+            f"--provider MODULE:FUNC"
         )
     from ..providers import OpenAIProvider
 
     return OpenAIProvider(run.model or os.environ.get("FOOTPRINT_MODEL") or "gpt-4o-mini")
+
+
+def _provider_from(ref: str) -> Provider:
+    """A Provider, a function returning one, or a model function (request -> response) for a FunctionModel."""
+    from ..providers import FunctionModel
+
+    value = _import(ref, "--provider")
+    if isinstance(value, Provider):
+        return value
+    if isinstance(value, type) and issubclass(value, Provider):
+        value = value()
+        return value  # type: ignore[no-any-return]
+    if not callable(value):
+        raise click.BadParameter(f"{ref} is not a Provider or a function", param_hint="--provider")
+    try:
+        takes_request = len(inspect.signature(value).parameters) >= 1
+    except (TypeError, ValueError):
+        takes_request = True
+    if takes_request:
+        return FunctionModel(value, name=ref)
+    made = value()
+    if not isinstance(made, Provider):
+        raise click.BadParameter(f"{ref}() returned a {type(made).__name__}, not a Provider", param_hint="--provider")
+    return made
 
 
 def _import(ref: str, what: str) -> Any:

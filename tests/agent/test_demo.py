@@ -19,8 +19,9 @@ async def test_demo_records_a_wrong_answer_and_why_names_the_stale_fact(tmp_path
         assert result.wrong_run_id == result.results[1].run_id
         assert result.evidence is not None
         assert [c[0] for c in result.culprits] == [load_scenario().culprit]
-        # blame proves it: removing the stale fact flips the answer
-        assert result.proven == [(f"memory {load_scenario().culprit}", "flips")]
+        # blame proves it: removing the stale fact flips the answer (it is named first: the cause; the
+        # availability the tool returned is the other thing the answer rests on)
+        assert result.proven[0] == (f"memory:{load_scenario().culprit}", "flips")
         # the evidence crosses into the session's first run: Maya's "moved to Lisbon" message
         assert result.results[0].run_id in result.evidence.runs
         runs = store.session_runs("maya-test")

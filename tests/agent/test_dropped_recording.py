@@ -1,30 +1,52 @@
-"""What the memory window left out is recorded without growing with the square of the conversation."""
+"""What the memory window left out is recorded in full, by reference, and a run's later calls record only what is new."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from agent import Agent, ConversationMemory
-from agent._loop import DROPPED_RECORDED
-from agent.providers import ScriptedModel
-from tracer import Recorder, Store
+from agent import Agent, ConversationMemory, tool
+from agent.providers import FunctionModel, ModelRequest, ModelResponse, calls
+from tracer import DROPPED_SINCE, Recorder, Store, dropped_context, left_out
 
 
-async def test_a_long_conversation_records_only_the_newest_dropped_messages(tmp_path: Path) -> None:
+@tool
+async def note(text: str) -> str:
+    """Take a note.
+
+    Args:
+        text: what to note
+    """
+    return "noted: " + text * 10
+
+
+def two_notes_then_answer(request: ModelRequest) -> ModelResponse | str:
+    last_user = max(i for i, ci in enumerate(request.context) if ci.item.kind == "user")
+    done = sum(1 for ci in request.context[last_user:] if ci.item.kind == "tool_result")
+    return calls(("note", {"text": f"n{done}"}, f"c{done}")) if done < 2 else "ok " * 20
+
+
+async def test_every_left_out_message_is_recorded_and_later_calls_record_only_the_new_ones(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s.duckdb") as store:
-        agent = Agent(
-            "a", provider=ScriptedModel(["ok " * 20], repeat=True), recorder=Recorder(store),
-            memory=ConversationMemory(max_tokens=60),
-        )
-        for n in range(40):
+        agent = Agent("a", provider=FunctionModel(two_notes_then_answer), tools=[note], recorder=Recorder(store),
+                      memory=ConversationMemory(max_tokens=120))
+        for n in range(30):
             await agent.run(f"message {n} " + "x" * 80)
         store.flush()
         last = store.load_run(store.resolve_run_id("last"))
-        inference = last.inferences()[0]
-        dropped = [e for e in last.inputs[inference.id] if not e.included]
-        total = inference.attributes["window_dropped"]
-        assert total > DROPPED_RECORDED  # far more fell out of the window than is recorded
-        assert len(dropped) == DROPPED_RECORDED
-        # the recorded ones are the newest to fall out: the last of them is the message just before the window
+        first, *later = last.inferences()
+        total = first.attributes["window_dropped"]
+        assert total > 20  # far more than the 20 an earlier version recorded
+        own = [e for e in last.inputs[first.id] if not e.included]
         memory = agent.memory.require(agent.conversation_id).messages
-        assert dropped[-1].item_hash == memory[total - 1].item.hash
+        # every message the first call left out, in conversation order, by reference to the stored item
+        assert [e.item_hash for e in own] == [ci.item.hash for ci in memory[:total]]
+        for stage in later:
+            assert stage.attributes[DROPPED_SINCE] == {"memory_window": first.id if stage is later[0] else later[0].id}
+            new = [e for e in last.inputs[stage.id] if not e.included]
+            assert len(new) < stage.attributes["window_dropped"]  # only what fell out since
+            assert len(left_out(last, stage.id)) == stage.attributes["window_dropped"]
+        reports = dropped_context(store, last.run.id)
+        assert [len(r.items) for r in reports] == [s.attributes["window_dropped"] for s in last.inferences()]
+        # content addressing: each message is stored once however many snapshots name it
+        rows = store.query("SELECT count(*), count(DISTINCT hash) FROM fp_item")
+        assert rows[0][0] == rows[0][1]

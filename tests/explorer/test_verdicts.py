@@ -48,8 +48,8 @@ def test_blame_names_the_memory_fact(store: Store, wrong_run: str, assistant_pro
     verdict = blame_verdict(store, wrong_run, provider=assistant_provider(None), on_progress=progress.append)
     assert verdict.verdict == "culprits found"
     culprits = [text for text, style in verdict.lines if text.startswith("culprit")]
-    assert culprits == ["culprit (flips, 3/3): memory profile.city: Maya lives in Berlin."]
-    assert any("memory profile.city: flips" in line for line in progress)
+    assert culprits == ["culprit (flips, 3/3): memory:profile.city: Maya lives in Berlin."]
+    assert any("memory:profile.city: flips" in line for line in progress)
 
 
 def test_a_run_of_an_unknown_model_needs_a_key(store: Store, wrong_run: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,17 +15,22 @@ async def test_blame_finds_the_planted_stale_fact_in_the_demo(store: Store, demo
     report = await blame(store, demo.wrong_run_id, provider=OfflineDemoModel(), tools=demo_registry(),
                          on_progress=lines.append)
     culprits = report.culprits
-    assert [c.source for c in culprits] == [f"memory {load_scenario().culprit}"]
+    # the stale fact first (it came from outside the run); the availability the tool returned is the
+    # other thing the answer rests on (with no result, no slot), tested with its call kept
+    assert [c.name for c in culprits] == [f"memory:{load_scenario().culprit}", "result:check_availability#1"]
     assert culprits[0].verdict == "flips" and culprits[0].changed == 3 and culprits[0].via == "alone"
-    coffee = next(s for s in report.tested if s.source == "memory profile.coffee")
+    assert culprits[1].action == "nothing" and culprits[1].chain is not None
+    assert culprits[1].chain.links[0].kind == "call" and "--replace call:check_availability#1" in culprits[1].chain.try_next
+    coffee = next(s for s in report.tested if s.name == "memory:profile.coffee")
     assert coffee.verdict == "holds"
     said = next(s for s in report.tested if s.text.startswith("Quick update"))
     assert said.verdict == "holds"  # what Maya said was in context all along: it was outweighed
     skipped = {s.kind: s.reason for s in report.skipped}
-    assert "settings" in skipped and "tool_definition" in skipped and "tool_call" in skipped
+    assert "tool_definition" in skipped and "alternative" in skipped["tool_call"]
     assert any("question" in s.reason for s in report.skipped)
     assert report.groups and lines  # ten suspects: bisected, with progress
     assert all(s.verdict in ("flips", "holds") for s in report.tested)
+    assert report.reruns >= 3 * (len(report.groups) + 2) and report.seconds > 0
 
 
 async def test_blame_tests_each_item_alone_when_there_are_few(store: Store, make_agent: Any, live: Any) -> None:
@@ -35,7 +40,7 @@ async def test_blame_tests_each_item_alone_when_there_are_few(store: Store, make
                          bisect_above=20, include_tool_definitions=True)
     assert not report.groups
     assert all(s.via == "alone" for s in report.tested)
-    assert report.culprits[0].source == "memory profile.city"
+    assert report.culprits[0].name == "memory:profile.city"
     definition = next(s for s in report.tested if s.kind == "tool_definition")
     assert definition.verdict == "flips"  # without the tool, no weather
     assert report.to_dict()["culprits"][0] == report.culprits[0].item_hash

@@ -64,7 +64,7 @@ def test_counterfactual_command(cli: click.Group, demo_db: tuple[str, list[str],
     code, out, _ = run(cli, "counterfactual", runs[1], "--replace", stale[:8], "--db", db)
     assert code == 2 and "go together" in out
     code, _, error = run(cli, "counterfactual", runs[1], "--remove", "zzzz", "--db", db)
-    assert isinstance(error, FootprintError) and "no inference" in str(error)
+    assert isinstance(error, FootprintError) and "no item named" in str(error)
 
 
 def test_blame_command(cli: click.Group, demo_db: tuple[str, list[str], str]) -> None:
