@@ -117,7 +117,9 @@ class _Walker:
         self._referenced: set[str] = set()
         self._visited: list[str] = []  # runs the walk reached, in order  # runs named by loaded snapshots, not loaded yet
         self._seen_stages: set[str] = set()
-        self._seen_items: set[str] = set()  # each item is walked once: later mentions are marked seen
+        # each item is walked once from each origin: later mentions are marked seen (the same content
+        # reached from another stage, e.g. a sub-agent's answer handed to its parent, is walked again)
+        self._seen_items: set[tuple[str, Origin]] = set()
         self._max_depth = max_depth
         self.dropped: list[DroppedItem] = []
 
@@ -163,10 +165,11 @@ class _Walker:
             "item", origin.run_id, origin.stage_id, item_hash=item_hash,
             item_kind=item.kind if item else None, text=item.text if item else None, origin=origin,
         )
-        if item_hash in self._seen_items:
+        key = (item_hash, origin)
+        if key in self._seen_items:
             node.seen = True
             return node
-        self._seen_items.add(item_hash)
+        self._seen_items.add(key)
         if origin.stage_id and origin.run_id and depth < self._max_depth:
             stage_node = self.stage_node(origin.run_id, origin.stage_id, depth + 1)
             if stage_node is not None:

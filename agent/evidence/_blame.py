@@ -28,8 +28,8 @@ from typing import Any
 
 from tracer import ItemKind, Origin, RankedItem, Recorder, StageKind, Store, rank, resolve_item, why
 
-from ..tools import Tool, ToolRegistry
 from ..providers import Provider
+from ..tools import Tool, ToolRegistry
 from ._chain import Chain, chain_of
 from ._control import Comparator, Controls
 from ._counterfactual import CounterfactualResult, counterfactual

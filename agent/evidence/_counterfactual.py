@@ -28,9 +28,9 @@ from typing import Any
 
 from tracer import NotFoundError, Recorder, Store, resolve_item
 
-from ..tools import Tool, ToolRegistry, result_text
 from ..errors import ToolRejectedError
 from ..providers import Provider
+from ..tools import Tool, ToolRegistry, result_text
 from ._control import Comparator, Control, Controls
 from ._edits import Edit, ResolvedEdit, plan, resolve
 from ._rebuild import Once, ServedTools
