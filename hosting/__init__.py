@@ -8,6 +8,7 @@ with graceful shutdown; ``RecordingsClient`` reads the host's recordings from an
 
 from ._bus_host import BusHost, create_bus_app
 from ._client import RecordingsClient
+from ._durable import DurableHost, DurableSessionError
 from ._pool import AgentPool
 from ._reply import TurnReply
 from ._standing import StandingAgent, standing_agent
@@ -42,6 +43,8 @@ __all__ = [
     "BusHost",
     "DuckDBPersistence",
     "DuckDBSessions",
+    "DurableHost",
+    "DurableSessionError",
     "Envelope",
     "HostAuthError",
     "HostClientError",

@@ -6,7 +6,7 @@ PostgreSQL in ``hosting.sessions``: one storage design for every session.
 """
 
 from ._agent import AgentState, DurableAgent
-from ._events import Compacted, MessageQueued, MessagesConsumed, SessionEvent, TurnDone
+from ._events import Compacted, MessageQueued, MessagesConsumed, SessionEvent, Settled, TurnDone
 from ._hooks import (
     Compact,
     DurableFeature,
@@ -44,6 +44,7 @@ __all__ = [
     "SessionEvent",
     "SessionPersistence",
     "SessionRecord",
+    "Settled",
     "Steer",
     "TurnDone",
     "merge_features",

@@ -26,7 +26,7 @@ from agent.providers import ModelRequest, ModelResponse, Provider
 from tracer import ContextItem, Item, ItemKind, Origin, OriginKind, Recorder
 
 from ._compaction import Compaction
-from ._events import MessageQueued, MessagesConsumed, SessionEvent, TurnDone
+from ._events import MessageQueued, MessagesConsumed, SessionEvent, Settled, TurnDone
 from ._hooks import (
     Compact,
     DurableHooks,
@@ -376,6 +376,7 @@ class DurableAgent:
         finally:
             self._abort = False
             self._resume = False
+            self._emit(Settled(len(self.queues["steering"]) + len(self.queues["send"])))
 
     async def _load(self) -> bool:
         try:

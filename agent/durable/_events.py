@@ -48,4 +48,14 @@ class Compacted:
     run_id: str
 
 
-SessionEvent = AgentEvent | MessageQueued | MessagesConsumed | TurnDone | Compacted
+@dataclass(frozen=True)
+class Settled:
+    """The loop stopped: nothing runs until the next message, ``start()`` or ``compact()``.
+
+    ``waiting`` counts the queued messages left (non-zero after an abort or a storage failure).
+    """
+
+    waiting: int
+
+
+SessionEvent = AgentEvent | MessageQueued | MessagesConsumed | TurnDone | Compacted | Settled

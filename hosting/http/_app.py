@@ -9,6 +9,7 @@
     GET    /v1/sessions/{session_id}/runs     a session's recorded runs
     GET    /v1/recordings/...                 the read API for recordings (see _recordings.py)
     GET    /v1/health                         liveness (never needs the token)
+    ...    /v1/durable/...                    durable sessions: steer, send, abort, compact, events (_durable.py)
 
 With a token configured, every other route wants ``Authorization: Bearer <token>``.
 """
@@ -30,9 +31,11 @@ from starlette.types import Receive, Scope, Send
 
 from tracer import Store, run_to_dict
 
+from .._durable import DurableHost
 from .._reply import TurnReply
 from .._standing import StandingAgent
 from ..errors import HostingError
+from ._durable import durable_router
 from ._errors import BodyLimitMiddleware, error_body, install_error_handlers
 from ._fast import TurnFastPath
 from ._models import (
@@ -97,6 +100,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY,
     shutdown_grace: float = 10.0,
     close_host: bool = True,
+    durable: DurableHost | None = None,
 ) -> FastAPI:
     """The ASGI app serving ``host`` (turns and sessions) and ``recordings`` (the read API).
 
@@ -104,12 +108,16 @@ def create_app(
     on shutdown (``close_host``): running turns get ``shutdown_grace`` seconds, then are stored as
     interrupted; the stores are flushed.
     """
-    if host is None and recordings is None:
-        raise ValueError("create_app needs a standing agent host, a recordings store, or both")
+    if host is None and recordings is None and durable is None:
+        raise ValueError("create_app needs a standing agent host, a recordings store, or durable sessions")
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if durable is not None:
+            await durable.resume_unfinished()  # sessions a restart cut off go on
         yield
+        if durable is not None:
+            await durable.close(shutdown_grace)
         if host is not None and close_host:
             await host.close(shutdown_grace)
 
@@ -141,6 +149,8 @@ def create_app(
     app.include_router(recordings_router(get_recordings), dependencies=guard)
     if host is not None:
         app.include_router(_host_router(host, get_recordings), dependencies=guard)
+    if durable is not None:
+        app.include_router(durable_router(durable), dependencies=guard)
     return app
 
 

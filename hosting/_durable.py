@@ -1,0 +1,166 @@
+"""Durable sessions served by the host: one :class:`~agent.durable.DurableAgent` per session id.
+
+The host keeps an index of sessions with unfinished work (``open.<session id>`` values of the
+reserved session ``INDEX_SESSION`` in the same persistence): written before a message is queued,
+removed once the session settles with nothing queued or owed. After a restart,
+:meth:`DurableHost.resume_unfinished` calls ``start()`` on each indexed session, so a turn a crash
+or a shutdown cut off goes on by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+from agent.durable import DurableAgent, InferenceSettings, PersistenceContext, SessionPersistence, Settled
+from agent.durable.errors import DurableError
+
+from .errors import HostingError
+
+log = logging.getLogger("footprint.hosting.durable")
+INDEX_SESSION = "__footprint_durable_index__"
+EVENTS_KEPT = 256  # events a slow SSE subscriber may fall behind before it is dropped
+
+#: factory(session_id, persistence) -> the session's DurableAgent
+SessionFactory = Callable[[str, SessionPersistence], DurableAgent]
+
+
+class DurableSessionError(HostingError):
+    """A durable-session request failed (the message names the session and what to do)."""
+
+
+def event_to_dict(event: Any) -> dict[str, Any]:
+    """A session event as JSON-ready data: its type and its fields."""
+    body: dict[str, Any] = asdict(event) if is_dataclass(event) and not isinstance(event, type) else {
+        "repr": repr(event)}
+    if "result" in body and isinstance(body["result"], dict):  # RunFinished: the result without its pause
+        body["result"].pop("pause", None)
+    return {"type": type(event).__name__, **body}
+
+
+class DurableHost:
+    """The host's durable sessions: created on first use, continued after a restart."""
+
+    def __init__(self, factory: SessionFactory, persistence: SessionPersistence) -> None:
+        self.factory = factory
+        self.persistence = persistence
+        self.sessions: dict[str, DurableAgent] = {}
+        self._index = PersistenceContext(INDEX_SESSION)
+        self._index_lock = asyncio.Lock()
+        self._subscribers: dict[str, set[asyncio.Queue[dict[str, Any] | None]]] = {}
+        self._closed = False
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def session(self, session_id: str) -> DurableAgent:
+        """The session's agent (created, with its listeners, on first use)."""
+        if self._closed:
+            raise DurableSessionError("the host is shutting down; send the message again once it is back")
+        if session_id == INDEX_SESSION:
+            raise DurableSessionError(f"session id {session_id!r} is reserved")
+        agent = self.sessions.get(session_id)
+        if agent is None:
+            agent = self.sessions[session_id] = self.factory(session_id, self.persistence)
+            agent.listeners.append(lambda event, sid=session_id: self._publish(sid, event))
+        return agent
+
+    async def queue(self, session_id: str, queue: str, text: str, settings: InferenceSettings) -> str:
+        """Steer or send: durable (index entry first, then the queue write) when this returns."""
+        agent = self.session(session_id)
+        async with self._index_lock:  # the entry and the message land before a settle can drop the entry
+            await self.persistence.write_value(self._index, f"open.{session_id}", {"open": True})
+            try:
+                if queue == "steering":
+                    return await agent.steer(text, settings)
+                return await agent.send(text, settings)
+            except DurableError as exc:
+                raise DurableSessionError(f"session {session_id}: {exc}") from exc
+
+    async def abort(self, session_id: str) -> bool:
+        """Abort the session's active turn; False when it was idle (or not loaded here)."""
+        agent = self.sessions.get(session_id)
+        if agent is None or not agent.busy:
+            return False
+        await agent.abort()
+        return True
+
+    async def compact(self, session_id: str) -> None:
+        """Compact the session (its queues are kept; raises when the provider fails)."""
+        await self.session(session_id).compact()
+
+    def describe(self, session_id: str) -> dict[str, Any]:
+        """What a panel shows: busy, the queues, calls owed, the history's size."""
+        agent = self.sessions.get(session_id)
+        if agent is None:
+            return {"session_id": session_id, "loaded": False, "busy": False,
+                    "queues": {"steering": [], "send": []}, "pending_calls": 0, "messages": 0}
+        return {"session_id": session_id, "loaded": True, "busy": agent.busy, "queues": agent.queued(),
+                "pending_calls": len(agent.pending_calls), "messages": len(agent.history)}
+
+    def overview(self) -> list[dict[str, Any]]:
+        """Every session loaded in this host, with its queue lengths."""
+        return [{"session_id": sid, "busy": a.busy, "steering": len(a.queues["steering"]),
+                 "send": len(a.queues["send"]), "pending_calls": len(a.pending_calls)}
+                for sid, a in sorted(self.sessions.items())]
+
+    async def resume_unfinished(self) -> list[str]:
+        """``start()`` every session the index says has unfinished work; their ids."""
+        entries = await self.persistence.read_values(self._index, "open.")
+        ids = [key.removeprefix("open.") for key, _ in entries]
+        for session_id in ids:
+            self.session(session_id).start()
+        log.info("continuing %d durable session(s) with unfinished work", len(ids))
+        return ids
+
+    def subscribe(self, session_id: str) -> asyncio.Queue[dict[str, Any] | None]:
+        """A queue of the session's events as JSON-ready dicts (None: the stream ends)."""
+        self.session(session_id)
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(EVENTS_KEPT)
+        self._subscribers.setdefault(session_id, set()).add(queue)
+        return queue
+
+    def unsubscribe(self, session_id: str, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+        """Stop delivering events to ``queue``."""
+        self._subscribers.get(session_id, set()).discard(queue)
+
+    async def close(self, grace: float = 5.0) -> None:
+        """Stop every session (running turns get ``grace`` seconds, then are aborted and stay owed)."""
+        self._closed = True
+        await asyncio.gather(*(a.close(grace) for a in self.sessions.values()), return_exceptions=True)
+        for queues in self._subscribers.values():
+            for queue in queues:
+                try:
+                    queue.put_nowait(None)
+                except asyncio.QueueFull:
+                    pass
+
+    # ------------------------------------------------------------------ internals
+
+    def _publish(self, session_id: str, event: Any) -> None:
+        subscribers = self._subscribers.get(session_id)
+        if subscribers:
+            data = event_to_dict(event)
+            for queue in list(subscribers):
+                try:
+                    queue.put_nowait(data)
+                except asyncio.QueueFull:  # too slow: drop the subscriber, not the session
+                    subscribers.discard(queue)
+        if isinstance(event, Settled) and not self._closed:
+            task = asyncio.ensure_future(self._close_entry(session_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _close_entry(self, session_id: str) -> None:
+        """Drop the index entry of a session that settled with nothing queued or owed."""
+        agent = self.sessions[session_id]
+        await agent.wait_for_idle()
+        async with self._index_lock:
+            if agent.busy or agent.has_work() or agent.pending_calls or agent.queues["steering"] \
+                    or agent.queues["send"]:
+                return
+            try:
+                await self.persistence.delete_value(self._index, f"open.{session_id}")
+            except Exception:  # kept: the next restart starts it once more, which only loads
+                log.warning("could not drop the index entry of session %s", session_id, exc_info=True)

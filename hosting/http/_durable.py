@@ -1,0 +1,143 @@
+"""The HTTP routes of durable sessions (mounted when the host serves a :class:`~hosting.DurableHost`).
+
+    POST /v1/durable/{session_id}/steer     queue a steering message: {text, provider?, model?, effort?, service_tier?}
+    POST /v1/durable/{session_id}/send      queue a message for when the agent would stop (same body)
+    POST /v1/durable/{session_id}/abort     cancel the active turn (queued messages stay)
+    POST /v1/durable/{session_id}/compact   compact the conversation (waits for the active turn)
+    GET  /v1/durable/{session_id}           the session's queues, calls owed, history size
+    GET  /v1/durable/{session_id}/events    the session's events as Server-Sent Events
+    GET  /v1/durable                        every session this host has loaded, with queue lengths
+
+``steer``/``send`` answer 202 once the message is durable — not when it is answered; follow the
+``events`` stream (``TurnDone``) for that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.durable import InferenceSettings
+from agent.durable.errors import CompactionError, SettingsError
+
+from .._durable import DurableHost, DurableSessionError
+from ._models import MAX_MESSAGE_CHARS, SESSION_ID_PATTERN
+
+KEEPALIVE_SECONDS = 15.0
+
+
+class QueueRequest(BaseModel):
+    """A message for a durable session, with the inference settings it switches to (optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(..., min_length=1, max_length=MAX_MESSAGE_CHARS, description="The user's message.")
+    provider: str | None = Field(None, min_length=1, max_length=200, description="A provider registry id.")
+    model: str | None = Field(None, min_length=1, max_length=200)
+    effort: str | None = Field(None, description="minimal, low, medium or high")
+    service_tier: str | None = Field(None, description="auto, default, flex or priority")
+
+
+class QueuedReply(BaseModel):
+    """The message is durable in its queue."""
+
+    session_id: str
+    queue: str
+    key: str
+
+
+def durable_router(durable: DurableHost) -> APIRouter:
+    """The routes above, over ``durable``."""
+    router = APIRouter(prefix="/v1/durable", tags=["durable sessions"])
+
+    async def queue(session_id: str, which: str, body: QueueRequest) -> JSONResponse:
+        check_id(session_id)
+        if not body.text.strip():
+            raise HTTPException(422, "`text` must not be blank")
+        try:
+            settings = InferenceSettings(body.provider, body.model, body.effort, body.service_tier)
+            key = await durable.queue(session_id, which, body.text, settings)
+        except SettingsError as exc:
+            raise HTTPException(422, str(exc)) from exc
+        except DurableSessionError as exc:
+            raise HTTPException(503, str(exc)) from exc
+        return JSONResponse({"session_id": session_id, "queue": which, "key": key}, status_code=202)
+
+    @router.post("/{session_id}/steer", status_code=202, response_model=QueuedReply,
+                 summary="Queue a message that joins after the current response and its tool batch")
+    async def steer(session_id: str, body: QueueRequest) -> JSONResponse:
+        return await queue(session_id, "steering", body)
+
+    @router.post("/{session_id}/send", status_code=202, response_model=QueuedReply,
+                 summary="Queue a message that joins once the agent would otherwise stop")
+    async def send(session_id: str, body: QueueRequest) -> JSONResponse:
+        return await queue(session_id, "send", body)
+
+    @router.post("/{session_id}/abort", summary="Cancel the active turn; queued messages stay")
+    async def abort(session_id: str) -> dict[str, Any]:
+        check_id(session_id)
+        return {"session_id": session_id, "aborted": await durable.abort(session_id)}
+
+    @router.post("/{session_id}/compact", summary="Compact the conversation through the provider")
+    async def compact(session_id: str) -> dict[str, Any]:
+        check_id(session_id)
+        try:
+            await durable.compact(session_id)
+        except CompactionError as exc:
+            raise HTTPException(502, str(exc)) from exc
+        except DurableSessionError as exc:
+            raise HTTPException(503, str(exc)) from exc
+        return {"session_id": session_id, "compacted": True, **durable.describe(session_id)}
+
+    @router.get("", summary="The durable sessions loaded in this host")
+    async def overview() -> dict[str, Any]:
+        return {"sessions": durable.overview()}
+
+    @router.get("/{session_id}", summary="A durable session's queues and state")
+    async def describe(session_id: str) -> dict[str, Any]:
+        check_id(session_id)
+        return durable.describe(session_id)
+
+    @router.get("/{session_id}/events", response_class=StreamingResponse,
+                responses={200: {"content": {"text/event-stream": {}}}},
+                summary="The session's events (queued, consumed, text, tools, turn done) as Server-Sent Events")
+    async def events(session_id: str) -> StreamingResponse:
+        check_id(session_id)
+        try:
+            subscription = durable.subscribe(session_id)
+        except DurableSessionError as exc:
+            raise HTTPException(503, str(exc)) from exc
+
+        async def stream() -> AsyncIterator[bytes]:
+            try:
+                yield b": subscribed\n\n"
+                while True:
+                    try:
+                        event = await asyncio.wait_for(subscription.get(), KEEPALIVE_SECONDS)
+                    except TimeoutError:
+                        yield b": keep-alive\n\n"
+                        continue
+                    if event is None:
+                        return
+                    yield (f"event: {event['type']}\n"
+                           f"data: {json.dumps(event, ensure_ascii=False, default=str)}\n\n").encode()
+            finally:
+                durable.unsubscribe(session_id, subscription)
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    return router
+
+
+def check_id(session_id: str) -> None:
+    """A 400 naming the id when it is not a valid session id."""
+    import re
+
+    if not re.match(SESSION_ID_PATTERN, session_id):
+        raise HTTPException(400, f"session id {session_id[:80]!r} must be 1-200 letters, digits or . _ : @ -")

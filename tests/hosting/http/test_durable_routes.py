@@ -1,0 +1,142 @@
+"""The durable-session routes: steer, send, abort, compact, the queues, events over SSE, and a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from agent.durable import AgentProviders, DurableAgent, InferenceSettings, InMemoryPersistence, SessionPersistence
+from agent.providers import FunctionModel, ModelRequest
+from hosting import DurableHost, create_app
+from tests.hosting.hostkit import serve_in_thread
+
+
+def factory(model: FunctionModel) -> Any:
+    providers = AgentProviders().add("m", model, "test")
+
+    def make(session_id: str, persistence: SessionPersistence) -> DurableAgent:
+        return DurableAgent(session_id, providers=providers, provider="m", persistence=persistence)
+
+    return make
+
+
+def echo(request: ModelRequest) -> str:
+    if "Summarise" in request.system_text():
+        return "summary"
+    return f"echo: {request.last_user_text()}"
+
+
+async def client_for(durable: DurableHost) -> tuple[httpx.AsyncClient, Any]:
+    app = create_app(durable=durable)
+    lifespan = app.router.lifespan_context(app)
+    await lifespan.__aenter__()
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://host"), lifespan
+
+
+async def test_steer_send_and_the_queues_over_http() -> None:
+    gate = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> str:
+        await gate.wait()
+        return echo(request)
+
+    durable = DurableHost(factory(FunctionModel(slow)), InMemoryPersistence())
+    client, lifespan = await client_for(durable)
+    try:
+        first = await client.post("/v1/durable/chat-1/send", json={"text": "hello"})
+        assert first.status_code == 202 and first.json()["queue"] == "send"
+        steer = await client.post("/v1/durable/chat-1/steer", json={"text": "faster", "model": "big"})
+        assert steer.status_code == 202 and steer.json()["key"].startswith("steering.")
+        state = (await client.get("/v1/durable/chat-1")).json()
+        assert state["busy"] and [m["text"] for m in state["queues"]["steering"]] == ["faster"]
+        assert state["queues"]["steering"][0]["settings"] == {"model": "big"}
+        assert (await client.get("/v1/durable")).json()["sessions"][0]["steering"] == 1
+        gate.set()
+        await durable.sessions["chat-1"].wait_for_idle()
+        state = (await client.get("/v1/durable/chat-1")).json()
+        assert state["queues"] == {"steering": [], "send": []} and state["messages"] == 4
+        compacted = await client.post("/v1/durable/chat-1/compact")
+        assert compacted.status_code == 200 and compacted.json()["messages"] == 1
+        assert (await client.post("/v1/durable/chat-1/abort")).json() == {"session_id": "chat-1", "aborted": False}
+    finally:
+        await client.aclose()
+        await lifespan.__aexit__(None, None, None)
+
+
+@pytest.mark.parametrize("path, body, status, match", [
+    ("/v1/durable/bad id/send", {"text": "x"}, 400, "must be 1-200 letters"),
+    ("/v1/durable/ok/send", {"text": ""}, 422, ""),
+    ("/v1/durable/ok/send", {"text": "x", "effort": "huge"}, 422, "effort must be one of"),
+    ("/v1/durable/ok/steer", {"text": "x", "colour": "red"}, 422, ""),
+])
+async def test_bad_requests_are_refused_naming_what_is_wrong(path: str, body: dict[str, Any], status: int,
+                                                             match: str) -> None:
+    durable = DurableHost(factory(FunctionModel(echo)), InMemoryPersistence())
+    client, lifespan = await client_for(durable)
+    try:
+        reply = await client.post(path, json=body)
+        assert reply.status_code == status
+        assert match in reply.text
+    finally:
+        await client.aclose()
+        await lifespan.__aexit__(None, None, None)
+
+
+def test_events_stream_as_server_sent_events() -> None:
+    import threading
+
+    durable = DurableHost(factory(FunctionModel(echo)), InMemoryPersistence())
+    with serve_in_thread(create_app(durable=durable)) as base:
+        seen: list[dict[str, Any]] = []
+        subscribed = threading.Event()
+
+        def listen() -> None:
+            with httpx.Client(base_url=base, timeout=10) as client, client.stream(
+                    "GET", "/v1/durable/s/events") as stream:
+                for line in stream.iter_lines():
+                    if line.startswith(": subscribed"):
+                        subscribed.set()
+                    if line.startswith("data: "):
+                        seen.append(json.loads(line[6:]))
+                        if seen[-1]["type"] == "TurnDone":
+                            return
+
+        listener = threading.Thread(target=listen)
+        listener.start()
+        assert subscribed.wait(10)
+        assert httpx.post(f"{base}/v1/durable/s/send", json={"text": "stream me"}).status_code == 202
+        listener.join(10)
+        types = [e["type"] for e in seen]
+        assert types[0] == "MessageQueued" and "MessagesConsumed" in types and types[-1] == "TurnDone"
+        assert seen[-1]["state"] == "answered" and seen[-1]["answer"] == "echo: stream me"
+
+
+async def test_sessions_with_unfinished_work_go_on_after_a_restart() -> None:
+    persistence = InMemoryPersistence()
+    never = asyncio.Event()
+
+    async def stuck(request: ModelRequest) -> str:
+        await never.wait()
+        return "unreachable"
+
+    first = DurableHost(factory(FunctionModel(stuck)), persistence)
+    await first.queue("a", "send", "cut off", InferenceSettings())
+    await first.queue("b", "send", "finished later", InferenceSettings())
+    await asyncio.sleep(0.01)
+    await first.close(grace=0)  # the shutdown aborts the turns; the messages stay owed
+    second = DurableHost(factory(FunctionModel(echo)), persistence)
+    client, lifespan = await client_for(second)  # its lifespan continues them
+    try:
+        for sid in ("a", "b"):
+            await second.sessions[sid].wait_for_idle()
+        assert [ci.text for ci in second.sessions["a"].history][-1] == "echo: cut off"
+        assert [ci.text for ci in second.sessions["b"].history][-1] == "echo: finished later"
+        await asyncio.sleep(0.05)
+        assert await second.resume_unfinished() == []  # settled sessions left the index
+    finally:
+        await client.aclose()
+        await lifespan.__aexit__(None, None, None)
