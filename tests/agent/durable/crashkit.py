@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from agent import Tool
-from agent.tools import ToolContext
 from agent.durable import AgentProviders, DurableAgent, PersistenceContext, SessionPersistence
 from agent.providers import FunctionModel, ModelRequest, ModelResponse, ToolCall
+from agent.tools import ToolContext
 
 PLAN = [("steer" if i % 3 == 0 else "send", f"batch {i}" if i % 2 == 0 else f"chat {i}") for i in range(60)]
 DURABLE = {"read"}

@@ -9,7 +9,13 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from agent.durable import AgentProviders, DurableAgent, InferenceSettings, InMemoryPersistence, SessionPersistence
+from agent.durable import (
+    AgentProviders,
+    DurableAgent,
+    InferenceSettings,
+    InMemoryPersistence,
+    SessionPersistence,
+)
 from agent.providers import FunctionModel, ModelRequest
 from hosting import DurableHost, create_app
 from tests.hosting.hostkit import serve_in_thread
