@@ -159,10 +159,11 @@ async def _one_tool(
     stage.set(is_error=is_error, duration_ms=round(duration, 3))
     stage.close(StageStatus.ERROR if is_error else StageStatus.OK)
     if loop.driver is not None:
+        loop.run.settle()  # the session keeps the result only once its stage is durable
         await loop.driver.tool_settled(loop, index, result)
     await loop.hook("on_tool_end", ctx, call, content, is_error, duration)
     if loop.emit is not None:
-        loop.emit(ToolFinished(call.id, call.name, content, is_error, duration))
+        loop.emit_event(ToolFinished(call.id, call.name, content, is_error, duration))
     return result
 
 
@@ -189,7 +190,7 @@ async def _execute(
     if progress:
         await loop.hook("on_progress", ctx, progress)
     if loop.emit is not None:
-        loop.emit(ToolStarted(call.id, call.name, call.arguments, progress))
+        loop.emit_event(ToolStarted(call.id, call.name, call.arguments, progress))
     context = tool_context(loop, call, stage, confirmed=skip_approval) if tool.takes_context else None
     return result_text(await tool.run(arguments, context))
 

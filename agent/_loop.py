@@ -87,13 +87,15 @@ class RunLoop:
         agent = self.agent
         recorder = agent.recorder
         if pause is None:
+            # deferred sync points: a closed stage is made durable when the next one opens, and
+            # before any hook or event can see it (see hook() and the emits)
             run = recorder.start_run(
                 agent=agent.name, input=message, session_id=self.session, model=agent.settings.model or None,
-                labels=agent.labels,
+                labels=agent.labels, deferred_sync=True,
             )
         else:
             run = recorder.continue_run(pause.run_id, agent=agent.name, session_id=self.session,
-                                        next_seq=pause.next_seq)
+                                        next_seq=pause.next_seq, deferred_sync=True)
             self.turns, self.tool_calls = pause.turns, pause.tool_calls
             self.usage = Usage(**pause.usage)
         self.run = run
@@ -144,8 +146,14 @@ class RunLoop:
         return result
 
     async def hook(self, name: str, *args: Any) -> None:
-        """Fire a hook; its failure is recorded with the run and never ends it."""
-        error = await self.agent.hooks.fire(name, *args)
+        """Fire a hook (once the stages closed so far are durable); its failure is recorded with the
+        run and never ends it."""
+        hooks = self.agent.hooks
+        if getattr(hooks, name) is None:
+            return
+        if self.run is not None:
+            self.run.settle()
+        error = await hooks.fire(name, *args)
         if error is not None:
             self.hook_errors.append(f"{name}: {type(error).__name__}: {error}")
 
@@ -180,8 +188,11 @@ class RunLoop:
             stage.output(Item.of_text(ItemKind.TEXT, message))  # last: the error stage's message
         return self.result("", status, error=message, stop_reason=reason)
 
-    def _emit(self, event: AgentEvent) -> None:
+    def emit_event(self, event: AgentEvent) -> None:
+        """Send an event to the caller, once the stages closed so far are durable."""
         if self.emit is not None:
+            if self.run is not None:
+                self.run.settle()
             self.emit(event)
 
     # ------------------------------------------------------------------ stages before the loop
@@ -343,7 +354,7 @@ class RunLoop:
             await self.driver.responded(self, outputs)
         await self.hook("after_inference", ctx, response)
         if self.emit is not None:
-            self.emit(InferenceFinished(self.turns, response.text, len(response.tool_calls), usage))
+            self.emit_event(InferenceFinished(self.turns, response.text, len(response.tool_calls), usage))
         return stage, response, outputs
 
     def _newly_dropped(self, stage: StageRecording, dropped: list[ContextItem]) -> list[ContextItem]:
@@ -370,7 +381,7 @@ class RunLoop:
         response: ModelResponse | None = None
         async for event in provider.stream(request):
             if isinstance(event, TextDelta):
-                self._emit(TextDeltaEvent(event.text, self.turns))
+                self.emit_event(TextDeltaEvent(event.text, self.turns))
             elif isinstance(event, ResponseDone):
                 response = event.response
         if response is None:

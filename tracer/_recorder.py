@@ -10,9 +10,16 @@
     run.end("answered", output="hello")
 
 Stages may be open at the same time from concurrent asyncio tasks (a parallel tool batch). Under
-``sync`` durability, closing a stage returns only once its rows are committed, so a crash after
-that point never loses it; under ``exit`` rows are written in the background in batches and flushed
-when the store closes (also at interpreter exit).
+``sync`` durability, closing a stage returns only once its rows are durable (synced to the store's
+journal, see ``tracer._journal``), so a crash after that point never loses it; under ``exit`` rows
+are written in the background in batches and flushed when the store closes (also at interpreter
+exit).
+
+A run started with ``deferred_sync=True`` (the agent loop's) moves each sync point to where it is
+needed: a closed stage becomes durable before the run's next stage opens, before the run ends, or
+when :meth:`RunRecording.settle` is called — the owner settles before anything outside the
+recording (a hook, an event) can see the stage. Stages that close back to back (a tool, then its
+batch) then share one sync.
 """
 
 from __future__ import annotations
@@ -100,9 +107,15 @@ class Recorder:
         forked_from_stage: str | None = None,
         fork_edit: dict[str, Any] | None = None,
         run_id: str | None = None,
+        deferred_sync: bool = False,
     ) -> RunRecording:
-        """Open a run (its row is written at once with status ``running``)."""
-        run = RunRecording(self, run_id or new_id("r"), agent, session_id)
+        """Open a run (its row is written at once with status ``running``).
+
+        ``deferred_sync``: under ``sync`` durability, a closed stage is made durable when the run's
+        next stage opens, the run ends or :meth:`RunRecording.settle` is called, rather than before
+        its close returns (see the module docstring).
+        """
+        run = RunRecording(self, run_id or new_id("r"), agent, session_id, deferred_sync=deferred_sync)
         run.start_attributes = attributes or {}
         policy = self.redaction
         labels = tuple(labels)
@@ -127,10 +140,11 @@ class Recorder:
         return run
 
     def continue_run(
-        self, run_id: str, *, agent: str, session_id: str | None = None, next_seq: int = 0
+        self, run_id: str, *, agent: str, session_id: str | None = None, next_seq: int = 0,
+        deferred_sync: bool = False,
     ) -> RunRecording:
         """Reopen a run that paused (status back to ``running``); its stages continue at ``next_seq``."""
-        run = RunRecording(self, run_id, agent, session_id, first_seq=next_seq)
+        run = RunRecording(self, run_id, agent, session_id, first_seq=next_seq, deferred_sync=deferred_sync)
         bundle = Bundle()
         bundle.run_ends.append(
             (run_id, RunStatus.RUNNING.value, None, None, None, None, None, None, None, None)
@@ -180,10 +194,15 @@ class Recorder:
             self._sent[item.hash] = stored_hash
         return stored_hash
 
-    def _submit(self, bundle: Bundle | StageRows) -> None:
-        self.store.submit(bundle)
-        if self.durability is Durability.SYNC:
-            self.store.flush()
+    def _submit(self, bundle: Bundle | StageRows, run: RunRecording | None = None) -> None:
+        """Hand rows to the store; under ``sync`` wait until they are durable, unless ``run`` defers
+        its sync points (the run then settles them later)."""
+        if self.durability is not Durability.SYNC:
+            self.store.submit(bundle)
+        elif run is not None and run.deferred_sync:
+            run._unsettled = self.store.submit_journaled(bundle)
+        else:
+            self.store.settle(self.store.submit_journaled(bundle))
 
     def _notify(self, event: str, *args: Any, **kwargs: Any) -> None:
         for listener in self.listeners:
@@ -197,9 +216,12 @@ class RunRecording:
     """One run being recorded. Create with :meth:`Recorder.start_run`."""
 
     def __init__(
-        self, recorder: Recorder, run_id: str, agent: str, session_id: str | None, *, first_seq: int = 0
+        self, recorder: Recorder, run_id: str, agent: str, session_id: str | None, *, first_seq: int = 0,
+        deferred_sync: bool = False,
     ) -> None:
         self.recorder = recorder
+        self.deferred_sync = deferred_sync
+        self._unsettled = 0  # the store's token for the last rows of this run not yet made durable
         self.id = run_id
         self.agent = agent
         self.session_id = session_id
@@ -221,6 +243,12 @@ class RunRecording:
         """The sequence number the next stage will get (a resumed run continues from it)."""
         return self._next
 
+    def settle(self) -> None:
+        """Return once every stage of this run closed so far is durable (under ``sync``; at once otherwise)."""
+        if self._unsettled:
+            token, self._unsettled = self._unsettled, 0
+            self.recorder.store.settle(token)
+
     def stage(
         self,
         kind: str,
@@ -234,6 +262,8 @@ class RunRecording:
         """Open a stage that follows the ``after`` stages by ``edge`` edges."""
         if self._ended:
             raise RecordingError(f"run {self.id} has ended; cannot open stage {kind} {name!r}")
+        if self._unsettled:
+            self.settle()  # the stages closed so far are durable before this one begins
         parent_id = parent.id if isinstance(parent, StageRecording) else parent
         seq = next(self._seq)
         self._next = seq + 1
@@ -370,7 +400,7 @@ class StageRecording:
         )
         if self._inputs or self._dropped:
             recorder._snapshots.add(bundle, run_id, self.id, self._inputs, self._dropped)
-        recorder._submit(bundle)
+        recorder._submit(bundle, self.run)
         if recorder.listeners:
             recorder._notify("stage_closed", self._recorded(str(status), ended_at, error))
 
@@ -434,7 +464,7 @@ class NullRecorder(Recorder):
         """False: nothing is written."""
         return False
 
-    def _submit(self, bundle: Bundle | StageRows) -> None:
+    def _submit(self, bundle: Bundle | StageRows, run: RunRecording | None = None) -> None:
         return None
 
     def start_run(self, **kwargs: Any) -> RunRecording:
@@ -442,7 +472,8 @@ class NullRecorder(Recorder):
         return _NullRun(self, kwargs.get("run_id") or new_id("r"), kwargs.get("agent", ""), kwargs.get("session_id"))
 
     def continue_run(
-        self, run_id: str, *, agent: str, session_id: str | None = None, next_seq: int = 0
+        self, run_id: str, *, agent: str, session_id: str | None = None, next_seq: int = 0,
+        deferred_sync: bool = False,
     ) -> RunRecording:
         """A resumed run recording whose stages and end write nothing."""
         return _NullRun(self, run_id, agent, session_id, first_seq=next_seq)

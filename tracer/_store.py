@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import re
 import threading
@@ -19,11 +20,12 @@ from typing import Any
 
 import duckdb
 
+from ._journal import Journal, applied_number, encode_bundle, journal_path, pending
 from ._records import Edge, Item, Origin, Run, SnapshotEntry, Stage
 from ._rows import unpack_edges, unpack_hashes, unpack_snapshot
 from ._rundata import RunData
 from ._schema import APPLICATION, DROP_RUN_INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
-from ._writer import Bundle, StageRows, Writer
+from ._writer import JOURNAL_KEY, Bundle, StageRows, Writer
 from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError
 
 DEFAULT_PATH = "footprint.duckdb"
@@ -52,6 +54,15 @@ def _flush_open_stores() -> None:
             import sys
 
             print(f"footprint: could not flush {store.path} at exit", file=sys.stderr)
+
+
+def _remove_journal(path: str) -> None:
+    try:
+        os.unlink(journal_path(path))
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise StoreError(f"cannot remove the applied sync journal {journal_path(path)}: {exc.strerror}") from exc
 
 
 @dataclass(frozen=True)
@@ -105,7 +116,10 @@ class Store:
     and may run from any thread.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: str, read_only: bool) -> None:
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, path: str, read_only: bool, *, journaled: int = 0,
+        replay: Sequence[Bundle | StageRows] = (),
+    ) -> None:
         self._con = con
         self.path = path
         self.read_only = read_only
@@ -113,6 +127,10 @@ class Store:
         self._lock = threading.Lock()
         self._writer: Writer | None = None if read_only else Writer(con, path)
         self._plain_rows: bool | None = None  # see _has_plain_rows
+        self._journal: Journal | None = None  # made on the first sync-durable bundle
+        self._journaled = journaled  # the last journal record the tables hold
+        if replay and self._writer is not None:
+            self._apply_journal(replay)
         _open_stores.add(self)
 
     # ----------------------------------------------------------------- opening
@@ -156,7 +174,10 @@ class Store:
         try:
             if not read_only:
                 con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
-            cls._prepare(con, spath, read_only)  # before the cache is capped: a migration may need more
+            created = cls._prepare(con, spath, read_only)  # before the cache is capped: a migration may need more
+            journaled, replay = 0, list[Bundle | StageRows]()
+            if not in_memory:
+                journaled, replay = cls._journal_state(con, spath, read_only, created)
             if not read_only and not in_memory and memory_limit is not None:
                 # DuckDB keeps the blocks it wrote cached up to its memory limit (80% of RAM by
                 # default), so a recording process would grow with the store. A small cache keeps
@@ -170,10 +191,59 @@ class Store:
         except BaseException:
             con.close()
             raise
-        return cls(con, spath, read_only)
+        if read_only and replay:
+            # a process recording under sync ended without closing the store: its last rows are in
+            # the journal. Nobody holds the file (this open would have failed), so they go in first.
+            con.close()
+            try:
+                cls.open(spath, memory_limit=memory_limit).close()
+            except StoreLockedError:
+                pass  # a writer took it meanwhile, and applied the journal as it opened
+            return cls.open(spath, read_only=True, memory_limit=memory_limit)
+        try:
+            return cls(con, spath, read_only, journaled=journaled, replay=replay)
+        except BaseException:
+            con.close()
+            raise
 
     @staticmethod
-    def _prepare(con: duckdb.DuckDBPyConnection, path: str, read_only: bool) -> None:
+    def _journal_state(
+        con: duckdb.DuckDBPyConnection, path: str, read_only: bool, created: bool
+    ) -> tuple[int, list[Bundle | StageRows]]:
+        """The last journal record the tables hold, and the journaled bundles they do not (a
+        process recording under ``sync`` ended without closing the store)."""
+        meta = dict(con.execute("SELECT key, value FROM fp_meta WHERE key = ?", [JOURNAL_KEY]).fetchall())
+        journaled = applied_number(meta)
+        if not os.path.exists(journal_path(path)):
+            return journaled, []
+        replay = [] if created else pending(path, journaled)  # (beside a new store: its file is gone)
+        if read_only:
+            return journaled, replay  # open() applies them through a writable open first
+        if not replay:
+            _remove_journal(path)
+        return journaled, replay
+
+    def _apply_journal(self, bundles: Sequence[Bundle | StageRows]) -> None:
+        """Write the journaled bundles the tables lack (in one transaction) before anything else."""
+        assert self._writer is not None
+        for bundle in bundles:
+            self._writer.submit(bundle)
+        try:
+            self._writer.flush()
+        except StoreError as exc:
+            self._writer.close()
+            raise StoreError(
+                f"{self.path}: applying the {len(bundles)} sync-recorded bundle(s) left in "
+                f"{journal_path(self.path)} failed; the journal is kept: {exc}"
+            ) from exc
+        self._journaled = max(self._journaled, bundles[-1].seq)
+        _remove_journal(self.path)  # all of it is committed now
+        logging.getLogger("footprint.tracer").info(
+            "%s: applied %d sync-recorded bundle(s) from %s", self.path, len(bundles), journal_path(self.path))
+
+    @staticmethod
+    def _prepare(con: duckdb.DuckDBPyConnection, path: str, read_only: bool) -> bool:
+        """Check (create, migrate) the schema; True when the store was created just now."""
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         if "fp_meta" not in tables:
             if tables:
@@ -191,7 +261,7 @@ class Store:
                 [APPLICATION, str(SCHEMA_VERSION)],
             )
             con.execute("COMMIT")
-            return
+            return True
         meta = dict(con.execute("SELECT key, value FROM fp_meta").fetchall())
         if meta.get("application") != APPLICATION:
             raise NotAStoreError(f"{path} has an fp_meta table but was not written by footprint")
@@ -221,6 +291,7 @@ class Store:
                 ) from exc
         if not read_only:
             con.execute(DROP_RUN_INDEXES)
+        return False
 
     # ----------------------------------------------------------------- writing
 
@@ -229,6 +300,43 @@ class Store:
         if self._writer is None:
             raise StoreError(f"{self.path} was opened read-only; open it writable to record")
         self._writer.submit(bundle)
+
+    def submit_journaled(self, bundle: Bundle | StageRows) -> int:
+        """Queue rows for the writer and append them to the store's journal (see
+        :mod:`tracer._journal`); returns the token :meth:`settle` waits for. An in-memory store,
+        which has no journal, returns -1: settling it commits everything queued."""
+        writer = self._writer
+        if writer is None:
+            raise StoreError(f"{self.path} was opened read-only; open it writable to record")
+        if self.path == ":memory:":
+            writer.submit(bundle)
+            return -1
+        journal = self._journal or self._open_journal()
+        payload = encode_bundle(bundle)
+        with journal.lock:  # numbered and queued together: the writer's batches hold journal prefixes
+            bundle.seq = journal.append(payload)
+            writer.submit(bundle)
+        return bundle.seq
+
+    def settle(self, token: int) -> None:
+        """Return once the rows :meth:`submit_journaled` returned ``token`` for (and every bundle
+        journaled before them) would survive a crash: synced to the journal, from which a crashed
+        store is completed when it is next opened."""
+        if token < 0:
+            self.flush()
+        elif self._journal is not None:
+            self._journal.sync(token)
+
+    def _open_journal(self) -> Journal:
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self.path} is closed; nothing more can be recorded into it")
+            if self._journal is None:
+                journal = Journal(journal_path(self.path), self._journaled)
+                assert self._writer is not None
+                self._writer.on_applied = journal.mark_applied
+                self._journal = journal
+            return self._journal
 
     def flush(self) -> None:
         """Return once everything submitted so far is committed."""
@@ -253,6 +361,9 @@ class Store:
         finally:
             self._con.close()
             _open_stores.discard(self)
+            if self._journal is not None:  # kept while the tables lack some of it: the next open applies it
+                writer = self._writer
+                self._journal.close(remove=writer is not None and writer.failure is None and self._journal.complete)
 
     def __enter__(self) -> Store:
         return self
@@ -266,6 +377,10 @@ class Store:
         """A cursor for reading from any thread; close it when done."""
         if self._closed:
             raise StoreError(f"{self.path} is closed")
+        journal = self._journal
+        if journal is not None and not journal.complete:
+            # rows recorded under sync are durable in the journal first: a read sees them committed
+            self.flush()
         return self._con.cursor()
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

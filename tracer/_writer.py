@@ -75,14 +75,21 @@ RUN_END_COLUMNS = (
 _KNOWN_ITEMS = 16_384
 _INSERT_ORDER = ("fp_run", "fp_item", "fp_stage", "fp_edge", "fp_snapshot", "fp_entry", "fp_output")
 
-class Bundle:
-    """Rows to write together: one stage's worth, or a run's start or end."""
+JOURNAL_KEY = "journal_applied"  # fp_meta: the last sync-journal record the tables hold (tracer._journal)
 
-    __slots__ = ("rows", "run_ends")
+
+class Bundle:
+    """Rows to write together: one stage's worth, or a run's start or end.
+
+    ``seq`` is the bundle's record number in the store's sync journal (0: not journaled).
+    """
+
+    __slots__ = ("rows", "run_ends", "seq")
 
     def __init__(self, rows: dict[str, list[tuple[Any, ...]]] | None = None) -> None:
         self.rows: dict[str, list[tuple[Any, ...]]] = {} if rows is None else rows
         self.run_ends: list[tuple[Any, ...]] = []
+        self.seq = 0
 
     def add(self, table: str, row: tuple[Any, ...]) -> None:
         """Queue one row of ``table``."""
@@ -98,13 +105,14 @@ class StageRows:
     for ~10 µs an inference.
     """
 
-    __slots__ = ("items", "other", "snapshot", "stage")
+    __slots__ = ("items", "other", "seq", "snapshot", "stage")
 
     def __init__(self) -> None:
         self.stage: tuple[Any, ...] = ()
         self.snapshot: tuple[Any, ...] | None = None
         self.items: list[tuple[Any, ...]] | None = None
         self.other: dict[str, list[tuple[Any, ...]]] | None = None
+        self.seq = 0  # the record number in the store's sync journal (0: not journaled)
 
     def add(self, table: str, row: tuple[Any, ...]) -> None:
         """Queue one row of ``table``."""
@@ -258,6 +266,8 @@ class Writer:
         self._on_error = on_error
         self._stats: dict[str, int] = {"batches": 0, "bundles": 0}
         self._known: dict[str, None] = {}  # hashes of items written lately (bounded)
+        # told the last journal record number a committed batch held (see tracer._journal)
+        self.on_applied: Callable[[int], None] | None = None
         self._thread = threading.Thread(target=self._loop, name=f"footprint-writer:{path}", daemon=True)
         self._thread.start()
 
@@ -389,13 +399,20 @@ class Writer:
             # the same item is often queued by several stages (and batches): keep the new ones once
             known = self._known
             tables["fp_item"] = list({row[0]: row for row in items if row[0] not in known}.values())
+        journaled = 0  # bundles are queued in journal order: the last numbered one is the highest
+        for bundle in reversed(bundles):
+            if bundle.seq:
+                journaled = bundle.seq
+                break
         try:
-            self._transaction(tables, run_ends, ignore_known_items=False)
+            self._transaction(tables, run_ends, journaled, ignore_known_items=False)
         except duckdb.ConstraintException:
             # an item this writer has not seen is in the file already (recorded by an earlier
             # process, or forgotten by the bounded cache): redo the batch, skipping stored items.
             # Plain INSERT is twice as fast as INSERT OR IGNORE, so it stays the common path.
-            self._transaction(tables, run_ends, ignore_known_items=True)
+            self._transaction(tables, run_ends, journaled, ignore_known_items=True)
+        if journaled and self.on_applied is not None:
+            self.on_applied(journaled)
         if len(self._known) > _KNOWN_ITEMS:
             self._known.clear()
         self._known.update(dict.fromkeys(row[0] for row in tables.get("fp_item", ())))
@@ -410,6 +427,7 @@ class Writer:
         self,
         tables: dict[str, list[tuple[Any, ...]]],
         run_ends: list[tuple[Any, ...]],
+        journaled: int,
         *,
         ignore_known_items: bool,
     ) -> None:
@@ -423,6 +441,8 @@ class Writer:
             if run_ends:
                 # a run may be ended, continued and ended again within one batch: the last word wins
                 self._update_run_ends(list({row[0]: row for row in run_ends}.values()))
+            if journaled:  # with the rows, atomically: a replay after a crash skips what is here
+                con.execute("INSERT OR REPLACE INTO fp_meta VALUES (?, ?)", [JOURNAL_KEY, str(journaled)])
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
