@@ -276,6 +276,7 @@ class RunLoop:
         calls, call_items, decided = interrupted
         ctx = RunContext(self.agent.name, self.run.id, self.session, self.turns)
         after = await self.tool_batch(ctx, prompt, calls, call_items, decided)
+        self.run.settle()
         return await self._loop(await driver.between_inferences(self, after), EdgeKind.JOIN)
 
     # ------------------------------------------------------------------ the loop
@@ -309,6 +310,7 @@ class RunLoop:
             edge = EdgeKind.JOIN
             await self.hook("after_turn", ctx)
             if self.driver is not None:
+                self.run.settle()
                 after = await self.driver.between_inferences(self, after)
 
     async def _infer(
@@ -351,6 +353,7 @@ class RunLoop:
         stage.close()
         agent.memory.add(agent.conversation_id, *outputs)
         if self.driver is not None:
+            self.run.settle()  # a driver persists what it is told: the stage is durable first
             await self.driver.responded(self, outputs)
         await self.hook("after_inference", ctx, response)
         if self.emit is not None:
