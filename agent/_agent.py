@@ -27,7 +27,8 @@ from ._pump import pump
 from .errors import AgentBusyError, UserError
 from .providers import Provider, ToolCall
 from .providers._pricing import Price
-from .tools import Tool, ToolRegistry
+from .tools import META_TOOL_NAMES, PermissionChecker, Tool, ToolRegistry
+from .tools import meta_tools as agent_meta_tools
 
 #: approve(call, tool) -> bool (or awaitable bool); may raise PauseRun to ask a person.
 Approval = Callable[[ToolCall, Tool], bool | Awaitable[bool]]
@@ -62,6 +63,11 @@ class Agent:
     decides what a name does). ``facts`` (with ``user_id``) are injected into the prompt as memory.
     ``recorder`` records every run (``None``: nothing is recorded). ``sequential_tools`` runs the
     calls of one response one after another instead of in parallel (results land in call order either way).
+
+    Governance: ``permissions`` checks every call for ``user_id`` (levels, categories, paths, hosts,
+    rate limits, confirmation; each decision is recorded on the tool stage). With
+    ``meta_tools=True`` the model is offered only ``search_tools``, ``get_tool_help`` and
+    ``use_tool`` and discovers the other tools through them.
     """
 
     def __init__(
@@ -90,6 +96,8 @@ class Agent:
         max_turns: int = 50,
         max_tool_calls: int = 200,
         approve: Approval | None = None,
+        permissions: PermissionChecker | None = None,
+        meta_tools: bool = False,
         hooks: Hooks | None = None,
         features: Sequence[Feature] = (),
         stream_inference: bool = False,
@@ -117,7 +125,16 @@ class Agent:
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
             raise UserError(f"agent {name}: more than one tool named {', '.join(sorted(duplicates))}")
-        self.tools: dict[str, Tool] = {t.name: t for t in resolved}
+        self.workspace = workspace if workspace is not None else (registry.workspace if registry else None)
+        #: the tools this agent can call, as a catalogue (what meta-tools search and reach)
+        self.catalog = ToolRegistry(resolved, workspace=self.workspace)
+        self.meta_tools = meta_tools
+        if meta_tools and set(META_TOOL_NAMES) & set(names):
+            raise UserError(f"agent {name}: a tool may not be called {', '.join(sorted(set(META_TOOL_NAMES) & set(names)))} "
+                            f"when meta_tools=True (the meta-tools have those names)")
+        #: the tools offered to the model with their schemas: all of them, or only the meta-tools
+        self.offered: list[Tool] = agent_meta_tools() if meta_tools else resolved
+        self.tools: dict[str, Tool] = {t.name: t for t in (resolved + self.offered if meta_tools else resolved)}
         self.memory = memory or ConversationMemory()
         self.conversation_id = conversation_id or uuid.uuid4().hex
         if not self.memory.has(self.conversation_id):
@@ -128,13 +145,13 @@ class Agent:
         self.composer = composer or PromptComposer()
         self.custom_instructions = list(custom_instructions)
         self.capabilities = list(capabilities)
-        self.workspace = workspace if workspace is not None else (registry.workspace if registry else None)
         self.autonomy = autonomy
         self.clock = clock
         self.recorder: Recorder = recorder if recorder is not None else NullRecorder()
         self.max_turns = max_turns
         self.max_tool_calls = max_tool_calls
         self.approve = approve
+        self.permissions = permissions
         self.features = list(features)
         self.hooks = Hooks.merge([h for h in [hooks, *(f.hooks for f in features)] if h is not None])
         self.stream_inference = stream_inference
@@ -151,7 +168,7 @@ class Agent:
         if self._cached_static is None:
             items = [
                 ContextItem(t.definition(), Origin(OriginKind.CONFIG, source=f"tool:{t.name}"))
-                for t in self.tools.values()
+                for t in self.offered
             ]
             settings = Item(ItemKind.SETTINGS, self.settings.as_body(self.provider))
             items.append(ContextItem(settings, Origin(OriginKind.CONFIG, source="settings")))

@@ -29,7 +29,7 @@ from .errors import (
     ToolTimeoutError,
 )
 from .providers import ToolCall
-from .tools import PauseRun, ToolContext, result_text
+from .tools import PauseRun, PermissionDeniedError, ToolContext, ToolUseError, enforce, result_text
 
 if TYPE_CHECKING:
     from ._loop import Decided, RunLoop
@@ -179,6 +179,11 @@ async def _execute(
             f"{', '.join(agent.tools) or 'none'}"
         )
     arguments = tool.parse_arguments(call.arguments)
+    context = None
+    if agent.permissions is not None or tool.takes_context:  # no checker: nothing more on this path
+        context = tool_context(loop, call, stage, confirmed=skip_approval)
+        if agent.permissions is not None:
+            enforce(agent.permissions, tool, arguments, context)
     if agent.approve is not None and not skip_approval:
         verdict = agent.approve(call, tool)
         if asyncio.iscoroutine(verdict):
@@ -191,7 +196,6 @@ async def _execute(
         await loop.hook("on_progress", ctx, progress)
     if loop.emit is not None:
         loop.emit_event(ToolStarted(call.id, call.name, call.arguments, progress))
-    context = tool_context(loop, call, stage, confirmed=skip_approval) if tool.takes_context else None
     return result_text(await tool.run(arguments, context))
 
 
@@ -201,8 +205,8 @@ def tool_context(loop: RunLoop, call: ToolCall, stage: StageRecording, *, confir
     assert loop.run is not None
     return ToolContext(
         agent=agent.name, run_id=loop.run.id, session_id=loop.session, user_id=agent.user_id,
-        workspace=agent.workspace, call_id=call.id, confirmed=confirmed,
-        _record=lambda attributes: stage.set(**attributes),
+        workspace=agent.workspace, call_id=call.id, confirmed=confirmed, tools=agent.catalog,
+        permissions=agent.permissions, _record=lambda attributes: stage.set(**attributes),
     )
 
 
@@ -214,6 +218,7 @@ def result_item(call_id: str, name: str, content: str, is_error: bool) -> Item:
 def _error_text(call: ToolCall, exc: Exception) -> str:
     if isinstance(exc, ToolReportedError):
         return exc.content
-    if isinstance(exc, ToolNotFoundError | ToolArgumentsError | ToolRejectedError | ToolTimeoutError):
+    if isinstance(exc, ToolNotFoundError | ToolArgumentsError | ToolRejectedError | ToolTimeoutError
+                  | PermissionDeniedError | ToolUseError):
         return f"Error: {exc}"
     return f"Error: {call.name} failed: {type(exc).__name__}: {exc}"

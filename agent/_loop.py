@@ -238,7 +238,8 @@ class RunLoop:
             PromptContext(
                 base=conv.system_prompt or agent.persona, discloses_ai=agent.discloses_ai, facts=facts,
                 custom_instructions=agent.custom_instructions,
-                tool_summaries=[(t.name, t.description) for t in agent.tools.values()],
+                tool_summaries=[(t.name, t.description) for t in agent.offered],
+                tool_categories=agent.catalog.categories() if agent.meta_tools else None,
                 workspace=agent.workspace, capabilities=agent.capabilities, autonomy=agent.autonomy,
                 now=agent.clock() if agent.clock else None, extra_sections=agent.feature_sections(),
             )

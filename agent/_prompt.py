@@ -1,7 +1,8 @@
 """The prompt composer: the system prompt assembled from named sections.
 
 Sections, in order: base (the persona), user profile (one ``memory`` item per fact), custom
-instructions, tools, workspace, capabilities, autonomy, time, conversation. Each section enters the
+instructions, tools (the tools offered, or — with meta-tools — the categories and the three-step
+search / help / use workflow), workspace, capabilities, autonomy, time, conversation. Each section enters the
 context as its own ``prompt_section`` item whose origin names the section, so a section (or a
 single memory fact) can be traced, diffed and removed in a counterfactual. When the composed text
 exceeds ``max_length``, sections are dropped from the end — the base is always kept — and the
@@ -42,6 +43,7 @@ class PromptContext:
     facts: Sequence[Fact] = ()
     custom_instructions: Sequence[str] = ()
     tool_summaries: Sequence[tuple[str, str]] = ()
+    tool_categories: dict[str, int] | None = None  # set: the tools are reached through meta-tools
     workspace: str | None = None
     capabilities: Sequence[str] = ()
     autonomy: str | None = None
@@ -104,7 +106,9 @@ class PromptComposer:
             sections.append([section("custom_instructions", f"## Instructions you must always follow\n{rules}")])
         for name, text in ctx.extra_sections:
             sections.append([section(name, text)])
-        if ctx.tool_summaries:
+        if ctx.tool_categories is not None:
+            sections.append([section("tools", _meta_tools_section(ctx.tool_categories))])
+        elif ctx.tool_summaries:
             lines = "\n".join(f"- {n}: {d}" for n, d in ctx.tool_summaries)
             sections.append([section("tools", f"## Tools you can call\n{lines}\nCall a tool when it can answer "
                                               f"better than you can from memory.")])
@@ -129,6 +133,17 @@ class PromptComposer:
             while len(kept) > 1 and _length(kept) > self.max_length:
                 dropped = kept.pop() + dropped
         return ComposedPrompt([p for group in kept for p in group], dropped)
+
+
+def _meta_tools_section(categories: dict[str, int]) -> str:
+    total = sum(categories.values())
+    kinds = ", ".join(f"{c or 'other'} ({n})" for c, n in categories.items()) or "none"
+    return (f"## Tools\nYou can reach {total} tools ({kinds}). They are not listed here: find and use them "
+            f"in three steps.\n"
+            f"1. search_tools(\"keyword\") finds tools by what they do.\n"
+            f"2. get_tool_help(\"tool_name\") shows a tool's parameters and an example.\n"
+            f"3. use_tool(\"tool_name\", {{arguments}}) runs it. If the call fails, the error includes the "
+            f"tool's parameters: fix the call and try again.")
 
 
 def _length(groups: list[list[Section]]) -> int:

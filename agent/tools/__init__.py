@@ -1,20 +1,70 @@
-"""Tools and their governance: definitions, the registry, and the execution context.
+"""Tools and their governance: definitions, the registry, permissions, meta-tools, the code sandbox.
 
 A :class:`Tool` is what a model can call; :func:`tool` builds one from a typed function. A
 :class:`ToolRegistry` is the catalogue tool names resolve against (groups, search, the workspace).
 A tool that declares it receives a :class:`ToolContext`: the run, session, user and workspace it
 runs for, and a way to record its decisions on its own tool stage.
+
+A :class:`PermissionChecker` decides who may run which tool, on which paths and hosts, and how
+often; :func:`meta_tools` lets a model discover a large catalogue in three steps instead of being
+sent every schema. Every decision is recorded on the tool stage of the call it governed.
 """
 
 from ._context import ToolContext
+from ._governance import enforce, with_permission_check
+from ._meta import LIMIT_ARGUMENTS, META_TOOL_NAMES, apply_tool_limits, cap_result, meta_tools, tool_help
+from ._permissions import (
+    CATEGORIES,
+    PermissionChecker,
+    PermissionDecision,
+    PermissionLevel,
+    PermissionPolicy,
+    ToolRule,
+    UserPermissions,
+    permission_checker,
+    permissive_checker,
+    restrictive_checker,
+)
+from ._ratelimit import SlidingWindow
 from ._registry import ToolRegistry
 from ._tool import PauseRun, Tool, result_text, tool
+from .errors import (
+    CodeValidationError,
+    PermissionDeniedError,
+    SandboxError,
+    ToolRateLimitedError,
+    ToolUseError,
+)
 
 __all__ = [
+    "CATEGORIES",
+    "LIMIT_ARGUMENTS",
+    "META_TOOL_NAMES",
+    "CodeValidationError",
     "PauseRun",
+    "PermissionChecker",
+    "PermissionDecision",
+    "PermissionDeniedError",
+    "PermissionLevel",
+    "PermissionPolicy",
+    "SandboxError",
+    "SlidingWindow",
     "Tool",
     "ToolContext",
+    "ToolRateLimitedError",
     "ToolRegistry",
+    "ToolRule",
+    "ToolUseError",
+    "UserPermissions",
+    "apply_tool_limits",
+    "cap_result",
+    "enforce",
+    "meta_tools",
+    "permission_checker",
+    "permissive_checker",
+    "restrictive_checker",
     "result_text",
     "tool",
+    "tool_help",
+    "with_permission_check",
 ]

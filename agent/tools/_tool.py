@@ -135,6 +135,10 @@ class Tool:
                 f"arguments for {self.name} must be a JSON object, got {type(value).__name__}; "
                 f"expected {self.signature()}"
             )
+        return self.check_arguments(value)
+
+    def check_arguments(self, value: dict[str, Any]) -> dict[str, Any]:
+        """``value`` when it matches the schema; :class:`ToolArgumentsError` names each mismatch."""
         if surely_valid(self.parameters, value):
             return value
         errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.path))

@@ -1,0 +1,97 @@
+"""Path and host rules: where a file tool may reach and which hosts a network tool may call.
+
+Both are checked against the call's arguments. A path is resolved the way the operating system
+will open it — relative to the workspace, ``..`` folded, every symbolic link followed — and must
+then lie inside an allowed root (compared by path components, so ``/data2`` is not inside
+``/data``). A host is taken from a URL or a bare host name, lower-cased, its trailing dot dropped
+and IDNA-encoded (a look-alike with Cyrillic letters becomes ``xn--...`` and matches nothing); a
+URL that different parsers could read differently (user info, backslashes, spaces or control
+characters) is refused rather than guessed at. ``*.example.com`` allows the subdomains of
+example.com, not example.com itself and not ``example.com.evil.net``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+# argument names that carry a path (file tools) or a URL / host (network tools)
+PATH_ARGUMENTS = ("path", "paths", "file", "file_path", "filename", "directory", "dir", "source", "destination")
+HOST_ARGUMENTS = ("url", "urls", "host", "hostname", "endpoint")
+
+_UNSAFE_URL = re.compile(r"[\x00-\x20\x7f\\]")
+
+
+def argument_values(arguments: dict[str, Any], names: Sequence[str]) -> list[tuple[str, str]]:
+    """(argument name, value) for each named argument present: strings, or strings in a list."""
+    out: list[tuple[str, str]] = []
+    for name in names:
+        value = arguments.get(name)
+        if isinstance(value, str):
+            out.append((name, value))
+        elif isinstance(value, list):
+            out.extend((name, v) for v in value if isinstance(v, str))
+    return out
+
+
+def resolve_path(value: str, base: str | None) -> str:
+    """``value`` as the file it names: absolute, ``..`` folded, symbolic links followed."""
+    if "\x00" in value:
+        raise ValueError("the path contains a NUL character")
+    joined = value if os.path.isabs(value) else os.path.join(base or os.getcwd(), value)
+    return os.path.realpath(joined)
+
+
+def path_inside(path: str, roots: Iterable[str]) -> bool:
+    """True when the resolved ``path`` is one of ``roots`` (resolved too) or lies below one."""
+    for root in roots:
+        if path == root or path.startswith(root if root.endswith(os.sep) else root + os.sep):
+            return True
+    return False
+
+
+def host_of(value: str) -> str:
+    """The normalised host a URL or bare host name points at (:class:`ValueError` when ambiguous)."""
+    if _UNSAFE_URL.search(value):
+        raise ValueError("it contains spaces, control characters or backslashes")
+    if "://" in value or value.startswith("//"):
+        parts = urlsplit(value)
+        if "@" in parts.netloc:
+            raise ValueError("it carries user info before the host ('...@host')")
+        host = parts.hostname or ""
+    else:
+        host = value.split("/", 1)[0]
+        if "@" in host:
+            raise ValueError("it carries user info before the host ('...@host')")
+        if host.startswith("["):
+            host = host[1:host.find("]")] if "]" in host else ""
+        elif host.count(":") == 1:
+            host = host.split(":", 1)[0]
+    return normalise_host(host)
+
+
+def normalise_host(host: str) -> str:
+    """Lower-case, no trailing dot, IDNA-encoded (:class:`ValueError` for an empty or invalid name)."""
+    host = host.strip().lower().rstrip(".")
+    if not host:
+        raise ValueError("it names no host")
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError as exc:
+        raise ValueError(f"its host {host!r} is not a valid international name") from exc
+
+
+def host_allowed(host: str, patterns: Iterable[str]) -> bool:
+    """True when ``host`` (normalised) is an allowed host or a subdomain a ``*.`` pattern allows."""
+    for pattern in patterns:
+        if pattern.startswith("*."):
+            if host.endswith(pattern[1:]) and len(host) > len(pattern) - 1:
+                return True
+        elif host == pattern:
+            return True
+    return False
