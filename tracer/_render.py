@@ -213,7 +213,8 @@ def why_tree(evidence: Evidence, run_id: str, *, width: int = 60) -> list[str]:
         if stage is not None and stage.seen:
             lines.append(f"{pad}{role}  {text}  <- {arrow}  [stage shown above]")
             return
-        lines.append(f"{pad}{role}  {text}  <- {arrow}")
+        note = f"  [{stage.note}]" if stage is not None and stage.note else ""
+        lines.append(f"{pad}{role}  {text}  <- {arrow}{note}")
         if stage is not None:
             for child in stage.children:
                 item_line(child, depth + 1)

@@ -41,6 +41,7 @@ class EvidenceNode:
     text: str | None = None
     origin: Origin | None = None
     seen: bool = False
+    note: str | None = None  # a stage's own one-line account of itself (its ``why_note`` attribute)
     children: list[EvidenceNode] = field(default_factory=list)
 
     def walk(self, depth: int = 0) -> Iterator[tuple[int, EvidenceNode]]:
@@ -54,6 +55,8 @@ class EvidenceNode:
         out: dict[str, Any] = {"node": self.node, "run_id": self.run_id}
         if self.node == "stage":
             out.update(stage_id=self.stage_id, stage_kind=self.stage_kind, stage_name=self.stage_name)
+            if self.note:
+                out["note"] = self.note
         else:
             out.update(item_hash=self.item_hash, item_kind=self.item_kind, text=self.text)
             if self.origin is not None:
@@ -183,7 +186,9 @@ class _Walker:
         except (NotFoundError, KeyError):
             return None
         self.visit(run_id)
-        node = EvidenceNode("stage", run_id, stage_id, stage.kind, stage.name)
+        note = stage.attributes.get("why_note")
+        node = EvidenceNode("stage", run_id, stage_id, stage.kind, stage.name,
+                            note=note if isinstance(note, str) else None)
         if stage_id in self._seen_stages:
             node.seen = True
             return node

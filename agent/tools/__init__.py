@@ -7,9 +7,19 @@ runs for, and a way to record its decisions on its own tool stage.
 
 A :class:`PermissionChecker` decides who may run which tool, on which paths and hosts, and how
 often; :func:`meta_tools` lets a model discover a large catalogue in three steps instead of being
-sent every schema. Every decision is recorded on the tool stage of the call it governed.
+sent every schema. :class:`CodeGenerator` writes code and runs JavaScript and TypeScript in a
+:class:`DenoSandbox` with every permission denied; :func:`code_tool` offers that to an agent.
+Every decision is recorded on the tool stage of the call it governed.
 """
 
+from ._codegen import (
+    CodeGenerator,
+    CodeSnippet,
+    CodeValidation,
+    ExecutionStats,
+    GeneratedCode,
+    code_tool,
+)
 from ._context import ToolContext
 from ._governance import enforce, with_permission_check
 from ._meta import LIMIT_ARGUMENTS, META_TOOL_NAMES, apply_tool_limits, cap_result, meta_tools, tool_help
@@ -27,6 +37,7 @@ from ._permissions import (
 )
 from ._ratelimit import SlidingWindow
 from ._registry import ToolRegistry
+from ._sandbox import DenoSandbox, SandboxLimits, SandboxResult, find_deno
 from ._tool import PauseRun, Tool, result_text, tool
 from .errors import (
     CodeValidationError,
@@ -40,7 +51,13 @@ __all__ = [
     "CATEGORIES",
     "LIMIT_ARGUMENTS",
     "META_TOOL_NAMES",
+    "CodeGenerator",
+    "CodeSnippet",
+    "CodeValidation",
     "CodeValidationError",
+    "DenoSandbox",
+    "ExecutionStats",
+    "GeneratedCode",
     "PauseRun",
     "PermissionChecker",
     "PermissionDecision",
@@ -48,6 +65,8 @@ __all__ = [
     "PermissionLevel",
     "PermissionPolicy",
     "SandboxError",
+    "SandboxLimits",
+    "SandboxResult",
     "SlidingWindow",
     "Tool",
     "ToolContext",
@@ -58,7 +77,9 @@ __all__ = [
     "UserPermissions",
     "apply_tool_limits",
     "cap_result",
+    "code_tool",
     "enforce",
+    "find_deno",
     "meta_tools",
     "permission_checker",
     "permissive_checker",

@@ -23,6 +23,9 @@ def enforce(checker: PermissionChecker, tool: Tool, arguments: dict[str, Any], c
     """Check ``tool`` for ``context``'s user; record the decision under ``key``; raise unless allowed."""
     decision = checker.check(tool, context, arguments)
     context.record(**{key: decision.to_dict()})
+    if not decision.allowed:  # what `why` shows beside the refused call
+        context.record(why_note=f"{decision.tool} {decision.outcome.replace('_', ' ')} by rule {decision.rule}: "
+                                f"{decision.reason}")
     if decision.allowed:
         checker.record_usage(tool, context, decision, arguments)
         return

@@ -152,7 +152,7 @@ async def _use_tool(arguments: dict[str, Any], context: ToolContext) -> Any:
     if not isinstance(raw, dict):
         raise ToolUseError(f"the arguments for {target.name} must be a JSON object, got {type(raw).__name__}."
                            f"\n\n{tool_help(target)}")
-    context.record(reached_tool=target.name, reached_arguments=raw)
+    context.record(reached_tool=target.name, reached_arguments=raw, why_note=f"use_tool reached {target.name}")
     missing = [p for p in target.parameters.get("required") or () if p not in raw]
     if missing:
         raise ToolUseError(f"{target.name} needs the argument(s) {', '.join(missing)}.\n\n{tool_help(target)}")

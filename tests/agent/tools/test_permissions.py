@@ -384,3 +384,25 @@ async def test_with_permission_check_wraps_a_tool_for_agents_without_a_checker(t
     model = ScriptedModel([calls(("peek", {"path": "../x"}, "c1")), "ok"])
     await Agent("a", provider=model, tools=[wrapped], user_id="ann", workspace=str(tmp_path)).run("go")
     assert "rule: path" in tool_results(model.requests[1])[0]["content"]
+
+
+async def test_why_shows_the_refused_call_and_the_rule_that_refused_it(tmp_path: Path) -> None:
+    from tracer import why
+    from tracer._render import why_tree
+
+    @tool(category="file_write")
+    def save(path: str) -> str:
+        """Save."""
+        return "saved"
+
+    store = Store.open(tmp_path / "s.duckdb")
+    model = ScriptedModel([calls(("save", {"path": "a.txt"}, "c1")), "I was not allowed to save."])
+    agent = Agent("a", provider=model, tools=[save], user_id="ann", permissions=permission_checker(),
+                  recorder=Recorder(store))
+    result = await agent.run("save it")
+    store.flush()
+    evidence = why(store, result.run_id)
+    notes = [n.note for _, n in evidence.root.walk() if n.node == "stage" and n.note]
+    assert notes == ["save denied by rule level: save needs level write; user ann has read"]
+    text = "\n".join(why_tree(evidence, result.run_id))
+    assert "[save denied by rule level: save needs level write; user ann has read]" in text
