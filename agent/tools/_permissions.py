@@ -335,9 +335,10 @@ class PermissionChecker:
         roots = user.allowed_paths if user.allowed_paths is not None else self._roots_of(workspace)
         if not roots:
             return "no workspace or allowed paths are configured, so file tools may reach no path"
+        base = self._roots_of(workspace)[0] if workspace else None
         for arg, value in values:
             try:
-                resolved = resolve_path(value, workspace)
+                resolved = resolve_path(value, base)
             except (ValueError, OSError) as exc:
                 return f"argument {arg} ({value!r}) is not a usable path: {exc}"
             if not path_inside(resolved, roots):

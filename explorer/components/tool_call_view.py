@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -28,6 +29,38 @@ def _pretty(value: object, width: int = 70) -> str:
             return parsed
     compact = json.dumps(parsed, ensure_ascii=False)
     return compact if len(compact) <= width else json.dumps(parsed, indent=2, ensure_ascii=False)
+
+
+def governance_lines(attrs: dict[str, Any]) -> list[tuple[str, str]]:
+    """What tool governance recorded on the stage: the permission decision, the tool a meta-tool
+    reached (with the limits it applied), and how a sandbox run ended."""
+    lines: list[tuple[str, str]] = []
+    permission = attrs.get("permission")
+    if isinstance(permission, dict):
+        decision = str(permission.get("decision", "?"))
+        reason = f": {permission['reason']}" if permission.get("reason") else ""
+        lines.append((f"permission {decision.replace('_', ' ')} for {permission.get('tool')} "
+                      f"(rule {permission.get('rule')}, user {permission.get('user')}){reason}",
+                      "green" if decision == "allowed" else "red" if decision != "needs_confirmation" else "yellow"))
+    if attrs.get("reached_tool"):
+        lines.append((f"reached tool {attrs['reached_tool']}", "cyan"))
+    if attrs.get("limits_applied"):
+        lines.append(("limits applied: " + ", ".join(map(str, attrs["limits_applied"])), "yellow"))
+    sandbox = attrs.get("sandbox")
+    if isinstance(sandbox, dict):
+        if sandbox.get("refused"):
+            lines.append((f"sandbox refused the code: {sandbox['refused']}", "red"))
+        else:
+            limits = sandbox.get("limits") or {}
+            lines.append((f"sandbox {sandbox.get('language')}: exit {sandbox.get('exit_code')}, "
+                          f"{sandbox.get('duration_ms')} ms; limits {limits.get('memory_mb')} MB, "
+                          f"{limits.get('cpu_seconds')} s CPU, {limits.get('wall_seconds')} s wall",
+                          "green" if sandbox.get("error") is None else "red"))
+            if sandbox.get("error"):
+                lines.append((str(sandbox["error"]), "red"))
+            if sandbox.get("stderr"):
+                lines.append(("stderr: " + str(sandbox["stderr"])[:500], "dim"))
+    return lines
 
 
 class ToolCallView(VerticalScroll):
@@ -75,6 +108,8 @@ class ToolCallView(VerticalScroll):
             text.append(f"  (result served from the {attrs['served_from']})", style="dim")
         if attrs.get("paused"):
             text.append(f"\npaused: {attrs.get('question', '')}", style="yellow")
+        for line, style in governance_lines(attrs):
+            text.append(f"\n{line}", style=style)
         text.append("\n\nArguments  ", style="bold")
         arguments = call.body.get("arguments") if call is not None else attrs.get("arguments", "")
         text.append(_pretty(arguments or "{}"))

@@ -406,3 +406,23 @@ async def test_why_shows_the_refused_call_and_the_rule_that_refused_it(tmp_path:
     assert notes == ["save denied by rule level: save needs level write; user ann has read"]
     text = "\n".join(why_tree(evidence, result.run_id))
     assert "[save denied by rule level: save needs level write; user ann has read]" in text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["..", ".", "", "sub", "deep", "f.txt", "ln_up", "ln_sub", "ln_file", "ln_loop",
+                                 "missing"]), min_size=1, max_size=7), st.booleans())
+def test_resolve_path_agrees_with_realpath(parts: list[str], absolute: bool) -> None:
+    import tempfile
+
+    from agent.tools._rules import resolve_path
+    with tempfile.TemporaryDirectory() as tmp:
+        root = os.path.realpath(tmp)
+        os.makedirs(os.path.join(root, "sub", "deep"))
+        Path(root, "sub", "f.txt").write_text("x")
+        os.symlink("..", os.path.join(root, "sub", "ln_up"))
+        os.symlink(os.path.join(root, "sub", "deep"), os.path.join(root, "sub", "ln_sub"))
+        os.symlink("f.txt", os.path.join(root, "sub", "ln_file"))
+        os.symlink("ln_loop", os.path.join(root, "sub", "ln_loop"))
+        base = os.path.join(root, "sub")
+        value = os.path.join(base if absolute else "", *parts)
+        assert resolve_path(value, base) == os.path.realpath(os.path.join(base, value))
