@@ -3,7 +3,6 @@ and the execution context a tool receives when it declares it."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +106,8 @@ def test_search_returns_only_registered_tools_without_repeats(names: list[str], 
         assert reg.search(n, limit=100)[0].name == n
 
 
-def test_workspace_is_absolute_and_reaches_the_agent(tmp_path: Path) -> None:
-    os.chdir(tmp_path)
+def test_workspace_is_absolute_and_reaches_the_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     reg = ToolRegistry([make("a")], workspace="data")
     assert reg.workspace == str(tmp_path / "data")
     agent = Agent("x", provider=ScriptedModel(["ok"]), tool_names=["a"], registry=reg)
