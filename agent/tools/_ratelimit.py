@@ -28,8 +28,7 @@ class SlidingWindow:
         if calls is None:
             return None if limit > 0 else self.window
         now = self.clock()
-        horizon = now - self.window
-        while calls and calls[0] <= horizon:
+        while calls and calls[0] + self.window <= now:  # the same sum retry_after reports
             calls.popleft()
         if not calls:
             del self._calls[key]
@@ -52,6 +51,6 @@ class SlidingWindow:
 
     def forget_idle(self) -> None:
         """Drop every key whose calls all left the window (bounds memory with many users)."""
-        horizon = self.clock() - self.window
-        for key in [k for k, calls in self._calls.items() if not calls or calls[-1] <= horizon]:
+        now = self.clock()
+        for key in [k for k, calls in self._calls.items() if not calls or calls[-1] + self.window <= now]:
             del self._calls[key]
