@@ -126,15 +126,15 @@ class Agent:
         if duplicates:
             raise UserError(f"agent {name}: more than one tool named {', '.join(sorted(duplicates))}")
         self.workspace = workspace if workspace is not None else (registry.workspace if registry else None)
-        #: the tools this agent can call, as a catalogue (what meta-tools search and reach)
-        self.catalog = ToolRegistry(resolved, workspace=self.workspace)
-        self.meta_tools = meta_tools
         if meta_tools and set(META_TOOL_NAMES) & set(names):
-            raise UserError(f"agent {name}: a tool may not be called {', '.join(sorted(set(META_TOOL_NAMES) & set(names)))} "
+            raise UserError(f"agent {name}: no tool may be called {', '.join(sorted(set(META_TOOL_NAMES) & set(names)))} "
                             f"when meta_tools=True (the meta-tools have those names)")
-        #: the tools offered to the model with their schemas: all of them, or only the meta-tools
-        self.offered: list[Tool] = agent_meta_tools() if meta_tools else resolved
-        self.tools: dict[str, Tool] = {t.name: t for t in (resolved + self.offered if meta_tools else resolved)}
+        #: the tools this agent can call (with meta-tools: the catalogue they reach)
+        self.tools: dict[str, Tool] = {t.name: t for t in resolved}
+        #: search_tools, get_tool_help and use_tool when meta_tools=True (else empty)
+        self.meta: dict[str, Tool] = {t.name: t for t in agent_meta_tools()} if meta_tools else {}
+        self._catalog: ToolRegistry | None = None
+        self._catalog_of: dict[str, Tool] | None = None
         self.memory = memory or ConversationMemory()
         self.conversation_id = conversation_id or uuid.uuid4().hex
         if not self.memory.has(self.conversation_id):
@@ -160,6 +160,25 @@ class Agent:
         self.labels = tuple(labels) + tuple(getattr(provider, "labels", ()))
         self._task: asyncio.Task[RunResult] | None = None
         self._cached_static: list[ContextItem] | None = None
+
+    # ------------------------------------------------------------------ tools
+
+    @property
+    def meta_tools(self) -> bool:
+        """True when the model is offered the meta-tools instead of every tool."""
+        return bool(self.meta)
+
+    @property
+    def offered(self) -> list[Tool]:
+        """The tools whose schemas the model is sent: every tool, or only the meta-tools."""
+        return list(self.meta.values()) if self.meta else list(self.tools.values())
+
+    @property
+    def catalog(self) -> ToolRegistry:
+        """The agent's tools as a registry (what meta-tools search and reach), kept in step with ``tools``."""
+        if self._catalog is None or self._catalog_of is not self.tools or len(self._catalog) != len(self.tools):
+            self._catalog, self._catalog_of = ToolRegistry(self.tools.values(), workspace=self.workspace), self.tools
+        return self._catalog
 
     # ------------------------------------------------------------------ static context
 

@@ -172,11 +172,11 @@ async def _execute(
 ) -> str:
     """Find, validate, approve and run one call; every failure is raised for the caller to turn into a result."""
     agent = loop.agent
-    tool = agent.tools.get(call.name)
+    tool = agent.tools.get(call.name) or agent.meta.get(call.name)
     if tool is None:
         raise ToolNotFoundError(
             f"there is no tool named {call.name!r}; the tools you can call are: "
-            f"{', '.join(agent.tools) or 'none'}"
+            f"{', '.join([*agent.meta, *agent.tools]) or 'none'}"
         )
     arguments = tool.parse_arguments(call.arguments)
     context = None

@@ -180,3 +180,20 @@ async def test_a_registry_catalogue_can_be_searched_directly_by_a_tool_with_the_
     model = ScriptedModel([calls(("peek", {}, "c1")), "done"])
     await Agent("a", provider=model, tools=[peek, write_note]).run("go")
     assert seen == [["peek", "write_note"]]
+
+
+def test_replacing_an_agents_tools_keeps_the_catalogue_and_the_offer_in_step() -> None:
+    agent = Agent("a", provider=ScriptedModel(["ok"]), tools=[list_emails], meta_tools=True)
+    assert list(agent.tools) == ["list_emails"] and [t.name for t in agent.offered] == [
+        "search_tools", "get_tool_help", "use_tool"]
+    agent.tools = {"write_note": write_note}  # a durable session swaps its tools between turns
+    assert agent.catalog.names() == ["write_note"]
+    plain = Agent("b", provider=ScriptedModel(["ok"]), tools=[list_emails])
+    plain.tools = {"write_note": write_note}
+    assert [t.name for t in plain.offered] == ["write_note"] and not plain.meta_tools
+    import pytest
+
+    from agent.errors import UserError
+    with pytest.raises(UserError, match="no tool may be called use_tool when meta_tools=True"):
+        Agent("c", provider=ScriptedModel(["ok"]), tools=[tool(lambda: 1, name="use_tool", description="x")],
+              meta_tools=True)
