@@ -185,6 +185,7 @@ class PermissionDecision:
 
 
 ANONYMOUS = "anonymous"
+_ALLOWED_CACHE = 16_384  # allowed decisions remembered per checker (tools x users)
 
 
 class PermissionChecker:
@@ -200,6 +201,7 @@ class PermissionChecker:
         self._workspace_roots: dict[str, tuple[str, ...]] = {}
         self._derived: dict[tuple[str, str | None, bool], ToolRule] = {}
         self._checks = 0
+        self._allowed: dict[tuple[str, str | None, str], PermissionDecision] = {}
 
     # ------------------------------------------------------------------ the check
 
@@ -233,7 +235,7 @@ class PermissionChecker:
             return PermissionDecision("denied", "unknown_tool", f"{name} has no permission rule and no category, "
                                       f"so it is denied; give it a category or a rule in the policy", name, user_id)
         if rule.category == META_CATEGORY:
-            return PermissionDecision("allowed", "meta_tool", "", name, user_id)
+            return self._allow(name, user_id, "meta_tool")
         # 3: the user's permissions
         user = self.user_permissions(user_id)
         who = user_id or ANONYMOUS
@@ -282,8 +284,16 @@ class PermissionChecker:
         if rule.requires_confirmation and not ctx.confirmed:
             return PermissionDecision("needs_confirmation", "confirmation",
                                       f"{name} runs only after a person confirms it", name, user_id)
-        return PermissionDecision("allowed", "allowed_tools" if name in user.allowed_tools else "allowed", "",
-                                  name, user_id)
+        return self._allow(name, user_id, "allowed_tools" if name in user.allowed_tools else "allowed")
+
+    def _allow(self, name: str, user_id: str | None, rule: str) -> PermissionDecision:
+        key = (name, user_id, rule)
+        allowed = self._allowed.get(key)  # decisions are immutable: an allowed one is made once
+        if allowed is None:
+            if len(self._allowed) > _ALLOWED_CACHE:
+                self._allowed.clear()
+            allowed = self._allowed[key] = PermissionDecision("allowed", rule, "", name, user_id)
+        return allowed
 
     def record_usage(self, tool: Tool | str, context: ToolContext | None, decision: PermissionDecision,
                      arguments: dict[str, Any] | None = None) -> None:
