@@ -262,6 +262,12 @@ class Agent:
             return True
         return False
 
+    async def settle(self) -> None:
+        """Wait until the run in flight, if any, has ended and recorded itself (after a cancel, say)."""
+        task = self._task
+        if task is not None and not task.done():
+            await asyncio.wait([task])
+
     def _check_idle(self) -> None:
         if self.busy:
             raise AgentBusyError(

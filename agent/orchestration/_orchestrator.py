@@ -242,9 +242,10 @@ class AgentOrchestrator:
         try:
             result = await agent.run(message)
         except BaseException as exc:
-            execution.status, execution.error = "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed", \
-                f"{type(exc).__name__}: {exc}"
+            execution.status = "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"
+            execution.error = f"{type(exc).__name__}: {exc}" if str(exc) else f"{self.name}'s caller was cancelled"
             execution.ended_at = time.time()
+            await agent.settle()  # the run records itself as cancelled; its conversation must outlive it
             raise
         finally:
             agent.memory.delete(conversation)

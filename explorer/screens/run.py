@@ -201,6 +201,10 @@ class RunScreen(Screen[None]):
             await self.query_one(StageDetail).show(self.data, message.stage)
 
     def on_flowchart_stage_opened(self, message: Flowchart.StageOpened) -> None:
+        child = message.stage.attributes.get("child_run") if message.stage.kind == "subagent" else None
+        if isinstance(child, str) and child:  # a hand-over to another agent: open the run it started
+            self.app.open_run(child)  # type: ignore[attr-defined]
+            return
         detail = self.query_one(StageDetail)
         if detail.current == "snapshot":
             detail.query_one(SnapshotView).table.focus()

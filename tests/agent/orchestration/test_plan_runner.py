@@ -344,3 +344,36 @@ async def test_plans_land_in_the_hosts_duckdb_session_store_and_survive_reopenin
         assert await PlanStore(again, "someone-else").list() == []
     finally:
         await again.close()
+
+
+async def test_cancelling_a_recorded_plan_cancels_the_sub_agent_inside_its_step(store: Store) -> None:
+    recorder = Recorder(store)
+    started = asyncio.Event()
+
+    async def slow(arguments: dict[str, Any]) -> str:
+        started.set()
+        await asyncio.sleep(30)
+        return "never"
+
+    helper = AgentOrchestrator(AgentConfig(name="helper", system_prompt="p", model="m", recorder=recorder,
+                                           provider=ScriptedModel([calls(("slow", {}))]),
+                                           tools=[text_tool("slow", slow)]))
+    plans = PlanStore()
+    plan = await plans.create("p", "g", [PlanStep(1, "delegate", tool_name="ask_helper", tool_args={"task": "go"})])
+    from agent.orchestration import agent_tool
+
+    lead = AgentOrchestrator(AgentConfig(
+        name="lead", system_prompt="p", model="m", recorder=recorder, tools=plan_tools(PlanRunner(
+            plans, tools=[agent_tool(helper)])),
+        provider=ScriptedModel([calls(("execute_plan", {"plan_id": plan.id})), "done"])))
+    task = asyncio.ensure_future(lead.execute("go"))
+    await started.wait()
+    lead.cancel()
+    assert (await asyncio.wait_for(task, 5)).status == "cancelled"
+    assert helper.last_execution is not None and helper.last_execution.status == "cancelled"
+    assert (await plans.get(plan.id)).status == "cancelled"
+    store.flush()
+    runs = {r.agent: store.load_run(r.id) for r in store.list_runs()}
+    assert {a: d.run.status for a, d in runs.items()} == {"lead": "cancelled", "helper": "cancelled"}
+    statuses = {(s.kind, s.status) for s in runs["lead"].stages}
+    assert {("plan_step", "cancelled"), ("subagent", "cancelled"), ("tool", "cancelled")} <= statuses

@@ -1,0 +1,48 @@
+"""A team's runs in the explorer: Enter on a ``subagent`` stage opens the run that agent made."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent.orchestration import AgentConfig, AgentOrchestrator, agent_tool
+from agent.providers import FunctionModel, ModelRequest, ModelResponse, calls
+from explorer import ExplorerApp
+from explorer.components.flowchart import Flowchart
+from explorer.screens.run import RunScreen
+from tracer import Recorder, Store
+
+
+def lead_model(request: ModelRequest) -> ModelResponse | str:
+    results = [ci.item.body["content"] for ci in request.context if ci.item.kind == "tool_result"]
+    return f"lead: {results[0]}" if results else calls(("ask_helper", {"task": "help"}))
+
+
+async def test_enter_on_a_subagent_stage_opens_the_child_run(
+    open_app: Callable[..., ExplorerApp], tmp_path: Path, settle: Any
+) -> None:
+    path = tmp_path / "team.duckdb"
+    with Store.open(path) as store:
+        recorder = Recorder(store)
+        helper = AgentOrchestrator(AgentConfig(name="helper", system_prompt="p", model="m", recorder=recorder,
+                                               provider=FunctionModel(lambda r: "helped")))
+        lead = AgentOrchestrator(AgentConfig(name="lead", system_prompt="p", model="m", recorder=recorder,
+                                             provider=FunctionModel(lead_model), tools=[agent_tool(helper)]))
+        context = await lead.execute("go")
+    child = helper.last_execution.run_id if helper.last_execution else None
+    app = open_app(path, read_only=True, run_id=context.run_id)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen)
+        flowchart = screen.query_one(Flowchart)
+        assert flowchart.data is not None
+        subagent = next(s for s in flowchart.data.stages if s.kind == "subagent")
+        assert flowchart.select(subagent.id)
+        flowchart.focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, RunScreen) and app.screen.run_id == child
+        await pilot.press("escape")
+        assert app.screen is screen
