@@ -23,10 +23,10 @@ from tracer import (
     RunStatus,
     StageKind,
     StageStatus,
-    context_item_to_dict,
 )
 
 from ._events import Compacted
+from ._journal import item_dict
 from ._persistence import PersistenceContext, SessionRecord
 from .errors import CompactionError
 
@@ -114,7 +114,7 @@ class Compaction:
         kept = session.history[len(snapshot):]  # messages that joined after the snapshot stay
         replacement = [summary, *kept]
         body: dict[str, Any] = {
-            "items": [context_item_to_dict(ci) for ci in replacement],
+            "items": [item_dict(ci) for ci in replacement],
             "replaced": [{"kind": ci.item.kind, "hash": ci.item.hash, "run_id": ci.origin.run_id,
                           "stage_id": ci.origin.stage_id} for ci in snapshot],
             "run_id": run.id, "stage_id": stage.id,

@@ -21,12 +21,13 @@ still points ``why`` at the run that first produced each message.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tracer import ContextItem, ItemKind, context_item_from_dict, context_item_to_dict
+from tracer import ContextItem, Item, ItemKind, Origin, context_item_from_dict, context_item_to_dict
 
 from ._persistence import PersistenceContext, SessionPersistence, SessionRecord
 from ._settings import InferenceSettings
@@ -72,8 +73,31 @@ class Loaded:
 
 
 def record_of(ci: ContextItem, **extra: Any) -> SessionRecord:
-    """The record a context item is kept as."""
-    return SessionRecord(_RECORD_KIND.get(ci.item.kind, "system"), {"item": context_item_to_dict(ci), **extra})
+    """The record a context item is kept as (with its content address: a load need not hash it again)."""
+    return SessionRecord(_RECORD_KIND.get(ci.item.kind, "system"), {"item": item_dict(ci), **extra})
+
+
+def item_dict(ci: ContextItem) -> dict[str, Any]:
+    """A context item's stored form: kind, body, origin and hash."""
+    return {**context_item_to_dict(ci), "hash": ci.item.hash}
+
+
+def item_from(data: dict[str, Any], origins: dict[tuple[Any, ...], Origin] | None = None) -> ContextItem:
+    """A context item from :func:`item_dict`'s form (or a form without the hash).
+
+    ``origins`` shares one Origin among the items of one stage (a long history has few stages' worth).
+    """
+    known = data.get("hash")
+    if not isinstance(known, str) or not known:
+        return context_item_from_dict(data)
+    o = data["origin"]
+    key = (o["kind"], o.get("run_id"), o.get("stage_id"), o.get("source"))
+    origin = origins.get(key) if origins is not None else None
+    if origin is None:
+        origin = Origin(str(key[0]), key[1], key[2], key[3])
+        if origins is not None:
+            origins[key] = origin
+    return ContextItem(Item(str(data["kind"]), dict(data["body"]), known), origin)
 
 
 class Journal:
@@ -148,14 +172,22 @@ class Journal:
 
 def _decode(session_id: str, records: Sequence[SessionRecord], values: Sequence[tuple[str, Any]]) -> Loaded:
     loaded = Loaded(records=len(records))
+    origins: dict[tuple[Any, ...], Origin] = {}
+    # Decoding allocates a few objects per record and no cycles; the collector's passes over a
+    # heap that holds a long history would otherwise cost more than the decoding itself.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         for record in records:
             if record.kind == "compaction":
-                loaded.history = [context_item_from_dict(d) for d in record.body["items"]]
+                loaded.history = [item_from(d, origins) for d in record.body["items"]]
             else:
-                loaded.history.append(context_item_from_dict(record.body["item"]))
-    except (KeyError, TypeError, ValueError) as exc:
+                loaded.history.append(item_from(record.body["item"], origins))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise PersistenceError(f"session {session_id}: a stored record is malformed: {exc}") from exc
+    finally:
+        if collecting:
+            gc.enable()
     for key, value in values:
         queue = key.split(".", 1)[0]
         try:

@@ -17,7 +17,7 @@ T = TypeVar("T")
 
 @dataclass
 class _Session:
-    records: list[SessionRecord] = field(default_factory=list)
+    records: list[tuple[str, str, int]] = field(default_factory=list)  # (kind, body as JSON text, seq)
     values: dict[str, Any] = field(default_factory=dict)
     next_seq: int = 1
 
@@ -25,13 +25,18 @@ class _Session:
 _POLICY = RedactionPolicy()  # the credential masking every store applies before it keeps anything
 
 
-def _jsonable(value: Any, what: str) -> Any:
-    """A deep copy through JSON, credentials masked, so what is kept is exactly what a real store would give back."""
+def _json_text(value: Any, what: str) -> str:
+    """``value`` as the JSON text a real store would keep: credentials masked."""
     try:
         text = json.dumps(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} is not JSON-serialisable: {exc}") from None
-    return _POLICY.value(json.loads(text)) if _POLICY.may_change(text) else json.loads(text)
+    return json.dumps(_POLICY.value(json.loads(text))) if _POLICY.may_change(text) else text
+
+
+def _jsonable(value: Any, what: str) -> Any:
+    """A deep copy through JSON, credentials masked, so what is kept is exactly what a real store would give back."""
+    return json.loads(_json_text(value, what))
 
 
 class InMemoryPersistence:
@@ -57,12 +62,14 @@ class InMemoryPersistence:
             raise
 
     async def load(self, ctx: PersistenceContext) -> Sequence[SessionRecord]:
-        return [SessionRecord(r.kind, copy.deepcopy(r.body), r.seq) for r in self._session(ctx).records]
+        # bodies are kept as JSON text: every load hands out fresh copies at json.loads speed
+        loads = json.loads
+        return [SessionRecord(kind, loads(body), seq) for kind, body, seq in self._session(ctx).records]
 
     async def append(self, ctx: PersistenceContext, record: SessionRecord) -> None:
         session = self._session(ctx)
-        body = _jsonable(record.body, f"record body of session {ctx.session_id!r}")
-        session.records.append(SessionRecord(record.kind, body, session.next_seq))
+        body = _json_text(record.body, f"record body of session {ctx.session_id!r}")
+        session.records.append((record.kind, body, session.next_seq))
         session.next_seq += 1
 
     async def clear_records(self, ctx: PersistenceContext) -> None:

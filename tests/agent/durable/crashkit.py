@@ -31,14 +31,14 @@ def log_line(log: Path, line: str) -> None:
         os.fsync(f.fileno())
 
 
-def make_persistence(kind: str, path: str) -> SessionPersistence:
-    if kind == "sqlite":
-        from tests.agent.durable.durablekit import SqlitePersistence
+def make_persistence(kind: str, where: str) -> SessionPersistence:
+    """``where``: the DuckDB file, or ``DSN|schema`` for PostgreSQL."""
+    from hosting.sessions import DuckDBPersistence, PostgresPersistence
 
-        return SqlitePersistence(path)
-    from tests.hosting.sessions.persistencekit import open_persistence  # type: ignore[import-not-found]
-
-    return open_persistence(kind, path)  # type: ignore[no-any-return]
+    if kind == "duckdb":
+        return DuckDBPersistence(path=where)
+    dsn, schema = where.split("|")
+    return PostgresPersistence(dsn, schema=schema)
 
 
 def build(persistence: SessionPersistence, log: Path) -> DurableAgent:
@@ -79,11 +79,22 @@ async def launch(kind: str, store: str, log: Path) -> None:
         log_line(log, f"queued {text}")
         await asyncio.sleep(0.005)
     await agent.wait_for_idle()
+    await persistence.close()  # type: ignore[attr-defined]
 
 
 def child(kind: str, store: str, log: str) -> None:
     """The forked child's entry point."""
     asyncio.run(launch(kind, store, Path(log)))
+
+
+async def stored(kind: str, where: str) -> tuple[list[Any], list[tuple[str, Any]]]:
+    """The session's records and values, read by a fresh client."""
+    persistence = make_persistence(kind, where)
+    ctx = PersistenceContext("crash")
+    try:
+        return list(await persistence.load(ctx)), list(await persistence.read_values(ctx, ""))
+    finally:
+        await persistence.close()  # type: ignore[attr-defined]
 
 
 def exec_counts(log: Path) -> dict[str, int]:

@@ -1,13 +1,9 @@
-"""Helpers the durable-session tests share: a scripted session, a storage that fails on demand,
-and a SQLite storage that survives SIGKILL (for the crash test; DuckDB/PostgreSQL run it too)."""
+"""Helpers the durable-session tests share: a scripted session and a storage that fails on demand."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from agent import Tool
@@ -96,55 +92,6 @@ class FlakyPersistence:
     async def delete_value(self, ctx: PersistenceContext, key: str) -> None:
         self._check("delete_value")
         await self.inner.delete_value(ctx, key)
-
-
-class SqlitePersistence:
-    """The protocol on one SQLite file (a transaction is a SQLite transaction): survives SIGKILL."""
-
-    def __init__(self, path: str) -> None:
-        self.db = sqlite3.connect(path, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.execute("CREATE TABLE IF NOT EXISTS records (session TEXT, seq INTEGER, kind TEXT, body TEXT,"
-                        " PRIMARY KEY (session, seq))")
-        self.db.execute("CREATE TABLE IF NOT EXISTS vals (session TEXT, key TEXT, value TEXT,"
-                        " PRIMARY KEY (session, key))")
-
-    async def transaction(self, ctx: PersistenceContext, work: Callable[[PersistenceContext], Awaitable[T]]) -> T:
-        if ctx.in_transaction:
-            return await work(ctx)
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            result = await work(replace(ctx, transaction=self.db))
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
-        return result
-
-    async def load(self, ctx: PersistenceContext) -> Sequence[SessionRecord]:
-        rows = self.db.execute("SELECT kind, body, seq FROM records WHERE session=? ORDER BY seq", (ctx.session_id,))
-        return [SessionRecord(k, json.loads(b), s) for k, b, s in rows]
-
-    async def append(self, ctx: PersistenceContext, record: SessionRecord) -> None:
-        (top,) = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM records WHERE session=?",
-                                 (ctx.session_id,)).fetchone()
-        self.db.execute("INSERT INTO records VALUES (?, ?, ?, ?)",
-                        (ctx.session_id, top + 1, record.kind, json.dumps(record.body)))
-
-    async def clear_records(self, ctx: PersistenceContext) -> None:
-        self.db.execute("DELETE FROM records WHERE session=?", (ctx.session_id,))
-
-    async def read_values(self, ctx: PersistenceContext, prefix: str) -> Sequence[tuple[str, Any]]:
-        rows = self.db.execute("SELECT key, value FROM vals WHERE session=? AND substr(key, 1, ?)=? ORDER BY key",
-                               (ctx.session_id, len(prefix), prefix))
-        return [(k, json.loads(v)) for k, v in rows]
-
-    async def write_value(self, ctx: PersistenceContext, key: str, value: Any) -> None:
-        self.db.execute("INSERT OR REPLACE INTO vals VALUES (?, ?, ?)", (ctx.session_id, key, json.dumps(value)))
-
-    async def delete_value(self, ctx: PersistenceContext, key: str) -> None:
-        self.db.execute("DELETE FROM vals WHERE session=? AND key=?", (ctx.session_id, key))
 
 
 async def records(persistence: SessionPersistence, session_id: str = "s1") -> list[SessionRecord]:

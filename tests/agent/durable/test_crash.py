@@ -11,11 +11,15 @@ import asyncio
 import multiprocessing
 import random
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests.agent.durable import crashkit
+from tests.hosting.sessions.test_persistence_conformance import postgres_dsn
 
 KILLS = 30
 
@@ -41,21 +45,27 @@ def crash_and_recover(kind: str, store: str, log: Path, seed: int) -> list[float
     return kill_points
 
 
-@pytest.mark.parametrize("kind", ["sqlite"])
-def test_thirty_sigkills_lose_and_double_nothing(tmp_path: Path, kind: str) -> None:
-    store, log = str(tmp_path / "store"), tmp_path / "log"
+@pytest.fixture(params=["duckdb", "postgresql"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    if request.param == "duckdb":
+        yield "duckdb", str(tmp_path / "sessions.duckdb")
+        return
+    dsn = postgres_dsn()
+    if dsn is None:
+        pytest.skip("no PostgreSQL server on 127.0.0.1:5432 (CI starts one)")
+    schema = f"fp_crash_{uuid.uuid4().hex[:10]}"
+    yield "postgresql", f"{dsn}|{schema}"
+    with psycopg.connect(dsn, autocommit=True) as con:
+        con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def test_thirty_sigkills_lose_and_double_nothing(tmp_path: Path, where: tuple[str, str]) -> None:
+    kind, store = where
+    log = tmp_path / "log"
     started = time.perf_counter()
     killed = crash_and_recover(kind, store, log, seed=13)
     assert len(killed) >= KILLS // 2, "most children must be killed mid-work for the test to mean anything"
-    persistence = crashkit.make_persistence(kind, store)
-
-    async def read() -> tuple[list, list]:
-        from agent.durable import PersistenceContext
-
-        ctx = PersistenceContext("crash")
-        return list(await persistence.load(ctx)), list(await persistence.read_values(ctx, ""))
-
-    records, values = asyncio.run(read())
+    records, values = asyncio.run(crashkit.stored(kind, store))
     got = crashkit.summary(records)
     planned = [text for _, text in crashkit.PLAN]
     assert sorted(got["users"]) == sorted(planned), "a message was lost or doubled"
