@@ -236,8 +236,12 @@ class Writer:
     The hand-off is a deque the producer appends to without taking a lock or waking anyone: the
     thread sleeps ``linger`` seconds between batches and takes whatever arrived meanwhile. Waking
     it for every stage would cost a GIL hand-over each time, more than recording the stage itself.
-    It is woken only when the queue turns from empty to non-empty, for a flush, to stop, and when
-    the queue is full (the producer then waits for room: backpressure).
+    It is woken only when the queue turns from empty to non-empty, when ``batch`` bundles wait, for
+    a flush, to stop, and when the queue is full (the producer then waits for room: backpressure).
+
+    Every statement costs DuckDB a few milliseconds whatever its size, so fewer, bigger batches
+    cost far less in all (a tenth of the CPU at 4,000 bundles a batch than at 50): a batch goes
+    when ``batch`` bundles are queued or ``linger`` after its first one, whichever comes first.
     """
 
     def __init__(
@@ -247,7 +251,8 @@ class Writer:
         *,
         max_queue: int = 4000,
         max_batch: int = 4000,
-        linger: float = 0.05,
+        batch: int = 2048,
+        linger: float = 0.5,
         on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._con = con
@@ -261,6 +266,7 @@ class Writer:
         self._since_yield = 0  # bundles submitted since the producer last let go of the GIL
         self._max_queue = max_queue
         self._max_batch = max_batch
+        self._batch = batch
         self._linger = linger
         self._failure: BaseException | None = None
         self._on_error = on_error
@@ -295,6 +301,8 @@ class Writer:
             self._wake.set()
             return
         pending.append(bundle)
+        if len(pending) == self._batch:
+            self._wake.set()  # a batch's worth: no need to linger for more
         if self._writing:
             self._since_yield += 1
             if self._since_yield >= _YIELD_EVERY:

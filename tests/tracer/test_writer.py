@@ -120,3 +120,29 @@ def test_edges_and_outputs_holding_separators_go_row_by_row(tmp_path: Path) -> N
     assert store.query("SELECT count(*) FROM fp_edge")[0][0] == 2 and store.query("SELECT count(*) FROM fp_output")[0][0] == 2
     assert store.query("SELECT count(*) FROM edges")[0][0] == 2 and store.query("SELECT count(*) FROM outputs")[0][0] == 3
     store.close()
+
+
+def test_a_batchs_worth_is_written_without_waiting_out_the_linger(tmp_path: Path) -> None:
+    """Big batches cost DuckDB far less, so the writer lingers; a full batch's worth goes at once."""
+    import time
+
+    from tracer._writer import Writer
+
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.execute("CREATE TABLE fp_edge (run_id VARCHAR, src VARCHAR, dst VARCHAR, kind VARCHAR)")
+    writer = Writer(con, "w", batch=8, linger=60)
+    for n in range(7):
+        bundle = Bundle()
+        bundle.add("fp_edge", ("r", f"s{n}", f"s{n + 1}", "next"))
+        writer.submit(bundle)
+    time.sleep(0.3)
+    assert writer.stats["batches"] == 0  # fewer than a batch: lingering
+    bundle = Bundle()
+    bundle.add("fp_edge", ("r", "s7", "s8", "next"))
+    writer.submit(bundle)
+    deadline = time.monotonic() + 20
+    while writer.stats["batches"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert writer.stats["batches"] == 1 and writer.stats["fp_edge"] == 8
+    writer.close()
+    assert con.execute("SELECT count(*) FROM fp_edge").fetchall() == [(8,)]
