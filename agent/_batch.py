@@ -29,7 +29,15 @@ from .errors import (
     ToolTimeoutError,
 )
 from .providers import ToolCall
-from .tools import PauseRun, PermissionDeniedError, ToolContext, ToolUseError, enforce, result_text
+from .tools import (
+    PauseRun,
+    PermissionDeniedError,
+    SandboxError,
+    ToolContext,
+    ToolUseError,
+    enforce,
+    result_text,
+)
 
 if TYPE_CHECKING:
     from ._loop import Decided, RunLoop
@@ -219,6 +227,6 @@ def _error_text(call: ToolCall, exc: Exception) -> str:
     if isinstance(exc, ToolReportedError):
         return exc.content
     if isinstance(exc, ToolNotFoundError | ToolArgumentsError | ToolRejectedError | ToolTimeoutError
-                  | PermissionDeniedError | ToolUseError):
+                  | PermissionDeniedError | ToolUseError | SandboxError):
         return f"Error: {exc}"
     return f"Error: {call.name} failed: {type(exc).__name__}: {exc}"
