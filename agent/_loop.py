@@ -335,6 +335,7 @@ class RunLoop:
             response = await self._call_provider(request)
         except BaseException as exc:
             stage.set(turn=self.turns)
+            _record_routing(stage, getattr(exc, "route", None), getattr(exc, "attempts", None))
             stage.close(StageStatus.CANCELLED if isinstance(exc, asyncio.CancelledError) else StageStatus.ERROR,
                         f"{type(exc).__name__}: {exc}")
             raise
@@ -351,6 +352,8 @@ class RunLoop:
                   response_id=response.response_id, input_tokens=usage.input_tokens,
                   output_tokens=usage.output_tokens, cached_tokens=usage.cached_tokens, turn=self.turns,
                   cost=cost_of(self.model, usage, agent.prices))
+        if response.route is not None or response.attempts:
+            _record_routing(stage, response.route, response.attempts)
         stage.close()
         agent.memory.add(agent.conversation_id, *outputs)
         if self.driver is not None:
@@ -402,3 +405,11 @@ class RunLoop:
     ) -> list[StageRecording | str]:
         """Run one response's tool calls (see :func:`agent._batch.run_batch`); returns their stages."""
         return await run_batch(self, ctx, inference, calls, call_items, decided)
+
+
+def _record_routing(stage: StageRecording, route: Any, attempts: Any) -> None:
+    """The route a router chose and every provider tried, on the inference stage."""
+    if route:
+        stage.set(route=dict(route))
+    if attempts:
+        stage.set(attempts=[a.to_dict() if hasattr(a, "to_dict") else a for a in attempts])

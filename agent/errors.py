@@ -18,6 +18,8 @@
         │   ├── ProviderTimeoutError
         │   ├── ProviderConnectionError  network errors
         │   ├── ProviderResponseError    the response could not be understood
+        │   ├── ProviderCancelledError   the request was cancelled by ``cancel()`` (never falls back)
+        │   ├── NoRouteError             no provider of a router meets the routing criteria
         │   └── RealModelBlockedError    a real model request while real requests are blocked (tests)
         └── ReplayMismatchError          a replayed request differs from the recording
 """
@@ -118,6 +120,14 @@ class ProviderConnectionError(ProviderError):
 
 class ProviderResponseError(ProviderError):
     """The provider's response could not be understood."""
+
+
+class ProviderCancelledError(ProviderError):
+    """The request was cancelled through the provider's ``cancel()``; no other provider is tried."""
+
+
+class NoRouteError(ProviderError):
+    """No provider of a router meets the routing criteria (the message lists why each was refused)."""
 
 
 class RealModelBlockedError(ProviderError):

@@ -1,6 +1,7 @@
 """Model providers behind one interface, and the test models that ship with footprint."""
 
 from ._base import (
+    Attempt,
     ModelRequest,
     ModelResponse,
     Provider,
@@ -17,11 +18,14 @@ from ._fallback import FallbackProvider
 from ._openai import OpenAIProvider
 from ._pricing import PRICES, Price, cost_of
 from ._replay import ReplayProvider, cassette_path
-from ._router import ProviderRouter, Route
+from ._router import STRATEGIES, CostEstimate, ProviderRouter, Route, RouteProfile, RoutingCriteria
 from ._testing import FunctionModel, ScriptedModel, calls, raw_call, tool_results
 
 __all__ = [
     "PRICES",
+    "STRATEGIES",
+    "Attempt",
+    "CostEstimate",
     "FallbackProvider",
     "FunctionModel",
     "ModelRequest",
@@ -33,6 +37,8 @@ __all__ = [
     "ReplayProvider",
     "ResponseDone",
     "Route",
+    "RouteProfile",
+    "RoutingCriteria",
     "ScriptedModel",
     "StreamEvent",
     "TextDelta",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,8 +48,35 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class Attempt:
+    """One provider tried for a request: who, and how it ended (``answered``, ``failed``, ``skipped``,
+    ``cancelled``); for a failure, the error and whether it handed the request on."""
+
+    provider: str
+    outcome: str
+    type: str = "custom"
+    error: str = ""
+    error_type: str = ""
+    fell_back: bool = False
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form recorded on the inference stage."""
+        body: dict[str, Any] = {"provider": self.provider, "type": self.type, "outcome": self.outcome,
+                                "seconds": round(self.seconds, 6)}
+        if self.error:
+            body.update(error=self.error, error_type=self.error_type, fell_back=self.fell_back)
+        return body
+
+
+@dataclass(frozen=True, slots=True)
 class ModelResponse:
-    """What one model call returned."""
+    """What one model call returned.
+
+    ``attempts`` lists every provider a fallback chain or router tried, in order; ``route`` is the
+    routing decision that picked the provider (both empty for a plain provider). The agent's loop
+    records them on the inference stage.
+    """
 
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
@@ -58,6 +85,8 @@ class ModelResponse:
     model: str = ""
     response_id: str | None = None
     provider: str = ""
+    attempts: tuple[Attempt, ...] = ()
+    route: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,11 +192,21 @@ class ModelRequest:
 
 
 class Provider(ABC):
-    """A model provider: complete, stream, count tokens, list models."""
+    """A model provider: complete, stream, count tokens, list models.
+
+    ``name`` names this instance in recordings; ``type`` says what kind of provider it is
+    (``openai``, ``local``, ``fallback``, ``router``, ``custom``, ...); :meth:`is_ready` says
+    whether it can take a request now (a chain or router skips providers that cannot).
+    """
 
     name: str = "provider"
+    type: str = "custom"
     #: True for providers that send requests to a real model over the network.
     real: bool = False
+
+    def is_ready(self) -> bool:
+        """True when the provider is configured and open (default: always)."""
+        return True
 
     @abstractmethod
     async def complete(self, request: ModelRequest) -> ModelResponse:

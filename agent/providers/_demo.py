@@ -106,6 +106,7 @@ class OfflineDemoModel(Provider):
     """A deterministic rule-following stand-in for a model; every run it makes is labelled."""
 
     name = "offline-demo"
+    type = "local"
     labels = ("offline-demo",)
     model = MODEL_NAME
 

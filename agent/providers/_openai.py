@@ -162,12 +162,19 @@ class OpenAIProvider(Provider):
         self.base_url = str(self._client.base_url).rstrip("/")
         #: A loopback server is not the network: it stays allowed while real models are blocked.
         self.real = not is_loopback_url(self.base_url)
+        self.type = "openai" if self.real else "local"
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
 
+    def is_ready(self) -> bool:
+        """True until :meth:`aclose` (a key, or a local server, was found when it was made)."""
+        return not self._closed
+
     async def aclose(self) -> None:
-        """Close the HTTP client (only when this provider created it)."""
+        """Close the HTTP client (only when this provider created it); the provider is no longer ready."""
+        self._closed = True
         if self._owns_client:
             await self._client.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from agent.errors import (
     ProviderAuthError,
     ProviderBadRequestError,
+    ProviderCancelledError,
     ProviderConnectionError,
     ProviderError,
     ProviderRateLimitError,
@@ -127,13 +129,89 @@ async def test_errors_that_would_fail_everywhere_are_raised_at_once(
     assert backup.requests == []
 
 
-async def test_a_bug_is_not_an_outage(request_of: MakeRequest) -> None:
-    backup = answering("backup")
-    chain = FallbackProvider([Failing("buggy", KeyError("oops")), backup])
+async def test_an_unknown_error_falls_back_and_is_named_when_all_fail(request_of: MakeRequest) -> None:
+    chain = FallbackProvider([Failing("buggy", KeyError("oops")), answering("backup", "saved")])
 
-    with pytest.raises(KeyError):
+    response = await chain.complete(request_of("hi"))
+
+    assert (response.text, response.provider) == ("saved", "backup")
+    assert [(a.provider, a.outcome, a.error_type, a.fell_back) for a in response.attempts] == [
+        ("buggy", "failed", "KeyError", True), ("backup", "answered", "", False)]
+    only_bugs = FallbackProvider([Failing("a", KeyError("oops")), Failing("b", TimeoutError("slow"))])
+    with pytest.raises(ProviderError) as caught:
+        await only_bugs.complete(request_of("hi"))
+    assert "1. a: KeyError: 'oops'" in str(caught.value) and "2. b: TimeoutError: slow" in str(caught.value)
+    assert [a.error_type for a in caught.value.attempts] == ["KeyError", "TimeoutError"]  # type: ignore[attr-defined]
+
+
+async def test_a_provider_that_is_not_ready_is_skipped(request_of: MakeRequest) -> None:
+    closed, backup = answering("closed"), answering("backup", "saved")
+    closed.is_ready = lambda: False  # type: ignore[method-assign]
+    chain = FallbackProvider([closed, backup])
+
+    response = await chain.complete(request_of("hi"))
+
+    assert response.provider == "backup" and closed.requests == []
+    assert [(a.provider, a.outcome) for a in response.attempts] == [("closed", "skipped"), ("backup", "answered")]
+    assert chain.is_ready() and chain.type == "fallback"
+    backup.is_ready = lambda: False  # type: ignore[method-assign]
+    assert not chain.is_ready()
+    with pytest.raises(ProviderError, match="no provider is ready"):
         await chain.complete(request_of("hi"))
+
+
+async def test_current_provider_follows_the_chain(request_of: MakeRequest) -> None:
+    seen: list[str] = []
+    chain: FallbackProvider
+
+    def second(request: ModelRequest) -> str:
+        seen.append(chain.current_provider.name)
+        return "two"
+
+    chain = FallbackProvider([Failing("first", ProviderServerError("down")), FunctionModel(second, name="second")])
+    assert chain.current_provider.name == "first"
+
+    await chain.complete(request_of("hi"))
+
+    assert seen == ["second"] and chain.current_provider.name == "second"
+
+
+async def test_cancel_stops_the_request_in_flight_without_falling_back(request_of: MakeRequest) -> None:
+    started = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> str:
+        started.set()
+        await asyncio.sleep(30)
+        return "too late"
+
+    backup = answering("backup")
+    chain = FallbackProvider([FunctionModel(slow, name="slow"), backup])
+    call = asyncio.ensure_future(chain.complete(request_of("hi")))
+    await started.wait()
+
+    assert chain.cancel() is True
+    with pytest.raises(ProviderCancelledError, match="cancelled") as caught:
+        await call
     assert backup.requests == []
+    assert [(a.provider, a.outcome) for a in caught.value.attempts] == [("slow", "cancelled")]  # type: ignore[attr-defined]
+    assert chain.cancel() is False  # nothing in flight now
+
+
+async def test_cancelling_the_caller_is_not_a_provider_cancel(request_of: MakeRequest) -> None:
+    started = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> str:
+        started.set()
+        await asyncio.sleep(30)
+        return "too late"
+
+    chain = FallbackProvider([FunctionModel(slow, name="slow"), answering("backup")])
+    call = asyncio.ensure_future(chain.complete(request_of("hi")))
+    await started.wait()
+    call.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await call
 
 
 async def test_when_all_fail_the_last_error_is_raised_with_every_failure(request_of: MakeRequest) -> None:
