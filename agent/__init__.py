@@ -16,11 +16,20 @@ from ._events import (
 )
 from ._facts import Fact, FactStore, InMemoryFacts
 from ._hooks import Feature, Hooks, RunContext
+from ._injector import MemoryInjector
 from ._memory import Conversation, ConversationMemory, MemoryStats, estimate_item_tokens
+from ._personal import (
+    RECORD_KINDS,
+    InMemoryPersonalMemory,
+    MemoryRecord,
+    PersonalMemory,
+    memory_record,
+)
 from ._prompt import ComposedPrompt, PromptComposer, PromptContext, Section
 from .tools import PauseRun, Tool, ToolContext, ToolRegistry, result_text, tool
 
 __all__ = [
+    "RECORD_KINDS",
     "Agent",
     "AgentEvent",
     "Approval",
@@ -32,11 +41,15 @@ __all__ = [
     "Feature",
     "Hooks",
     "InMemoryFacts",
+    "InMemoryPersonalMemory",
     "InferenceFinished",
+    "MemoryInjector",
+    "MemoryRecord",
     "MemoryStats",
     "ModelSettings",
     "PauseRun",
     "PauseState",
+    "PersonalMemory",
     "PromptComposer",
     "PromptContext",
     "RunContext",
@@ -50,6 +63,7 @@ __all__ = [
     "ToolRegistry",
     "ToolStarted",
     "estimate_item_tokens",
+    "memory_record",
     "result_text",
     "tool",
 ]

@@ -2,7 +2,11 @@
 
 A fact has a key (``profile.home_city``), text, and when it was last written. Injected facts enter
 the context as ``memory`` items whose origin names the key, so `why` and `blame` can point at the
-exact fact that misled a model.
+exact fact that misled a model. ``section`` says which prompt section a fact belongs to
+(:data:`agent._prompt.FACT_SECTIONS`: the user profile by default).
+
+A store may also choose facts by the message being answered (:meth:`FactStore.facts_for`); the
+agent's loop asks that way, so a store can inject only what is relevant to the question.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ class Fact:
     text: str
     updated_at: float = field(default_factory=time.time)
     source: str = "memory"
+    section: str = "user_profile"
 
 
 class FactStore(ABC):
@@ -29,6 +34,10 @@ class FactStore(ABC):
     @abstractmethod
     async def facts(self, user_id: str) -> list[Fact]:
         """Every fact about ``user_id``, in a stable order."""
+
+    async def facts_for(self, user_id: str, query: str) -> list[Fact]:
+        """The facts to inject when answering ``query`` (default: every fact about the user)."""
+        return await self.facts(user_id)
 
     @abstractmethod
     async def remember(self, user_id: str, fact: Fact) -> None:

@@ -106,7 +106,7 @@ class RunLoop:
             if self.driver is not None:
                 result = await self._driven(self.driver)
             elif pause is None:
-                prompt = await self._prepare_prompt(self._input_stage(message))
+                prompt = await self._prepare_prompt(self._input_stage(message), message)
                 result = await self._loop([prompt], EdgeKind.NEXT)
             else:
                 result = await self._loop(await resume_batch(self, pause, message), EdgeKind.JOIN)
@@ -217,15 +217,22 @@ class RunLoop:
         self.tail = [stage]
         return stage
 
-    async def _prepare_prompt(self, last: StageRecording) -> StageRecording:
-        """Load memory facts (a memory stage) and compose the system prompt (a prompt stage)."""
+    async def _prepare_prompt(self, last: StageRecording, message: str | None = None) -> StageRecording:
+        """Load the memory facts for ``message`` (a memory stage) and compose the system prompt (a prompt stage).
+
+        Without ``message`` (a resumed or driven run), memory is chosen for the question the run is
+        answering: the conversation's latest user message.
+        """
         agent = self.agent
         assert self.run is not None
         facts = []
         memory_items: list[ContextItem] = []
         if agent.facts is not None and agent.user_id is not None:
             with self.run.stage(StageKind.MEMORY, "memory load", after=[last]) as mem_stage:
-                facts = await agent.facts.facts(agent.user_id)
+                if message is None:
+                    messages = agent.memory.require(agent.conversation_id).messages
+                    message = next((ci.item.text for ci in reversed(messages) if ci.item.kind == ItemKind.USER), "")
+                facts = await agent.facts.facts_for(agent.user_id, message)
                 mem_stage.set(user_id=agent.user_id, facts=len(facts))
                 memory_items = [
                     mem_stage.output(Item(ItemKind.MEMORY, {"text": f.text, "key": f.key}),

@@ -1,8 +1,11 @@
 """The prompt composer: the system prompt assembled from named sections.
 
-Sections, in order: base (the persona), user profile (one ``memory`` item per fact), custom
+Sections, in order: base (the persona), remembered memories, active goals, user profile, custom
 instructions, tools (the tools offered, or — with meta-tools — the categories and the three-step
-search / help / use workflow), workspace, capabilities, autonomy, time, conversation. Each section enters the
+search / help / use workflow), workspace, capabilities, autonomy, time, conversation. Every memory
+fact is a ``memory`` item of its own under its section's heading (a fact's ``section``: memories,
+goals, user_profile, custom_instructions or autonomy); an ``autonomy`` fact replaces the agent's own
+autonomy setting, as a user's profile decides how freely an agent may act for them. Each section enters the
 context as its own ``prompt_section`` item whose origin names the section, so a section (or a
 single memory fact) can be traced, diffed and removed in a counterfactual. When the composed text
 exceeds ``max_length``, sections are dropped from the end — the base is always kept — and the
@@ -25,6 +28,15 @@ SECTION_ORDER = (
     "base", "user_profile", "custom_instructions", "tools", "workspace", "capabilities", "autonomy", "time",
     "conversation",
 )
+
+#: Sections a memory fact can belong to, in prompt order, with the heading each starts with.
+FACT_SECTIONS = {
+    "memories": "## What you remember from earlier conversations",
+    "goals": "## The user's active goals",
+    "user_profile": "## What you know about the user",
+    "custom_instructions": "## Instructions you must always follow",
+    "autonomy": "",
+}
 
 AUTONOMY_GUIDELINES = {
     "manual": "Ask before every action that changes anything; suggest, do not act.",
@@ -95,15 +107,18 @@ class PromptComposer:
         else:
             base += "\n\nStay in character; do not volunteer that you are an AI."
         sections.append([section("base", base)])
-        if ctx.facts:
-            pieces = [section("user_profile", "## What you know about the user")]
-            for fact in ctx.facts:
-                pieces.append(Section(Item(ItemKind.MEMORY, {"text": fact.text, "key": fact.key}), "memory",
-                                      fact.key, "user_profile"))
-            sections.append(pieces)
-        if ctx.custom_instructions:
-            rules = "\n".join(f"- {r}" for r in ctx.custom_instructions)
-            sections.append([section("custom_instructions", f"## Instructions you must always follow\n{rules}")])
+        grouped: dict[str, list[Section]] = {}
+        for fact in ctx.facts:
+            name = fact.section if fact.section in FACT_SECTIONS else "user_profile"
+            grouped.setdefault(name, []).append(
+                Section(Item(ItemKind.MEMORY, {"text": fact.text, "key": fact.key}), "memory", fact.key, name))
+        for name in ("memories", "goals", "user_profile"):
+            if name in grouped:
+                sections.append([section(name, FACT_SECTIONS[name]), *grouped[name]])
+        if ctx.custom_instructions or "custom_instructions" in grouped:
+            rules = "".join(f"\n- {r}" for r in ctx.custom_instructions)
+            sections.append([section("custom_instructions", FACT_SECTIONS["custom_instructions"] + rules),
+                             *grouped.get("custom_instructions", [])])
         for name, text in ctx.extra_sections:
             sections.append([section(name, text)])
         if ctx.tool_categories is not None:
@@ -116,9 +131,10 @@ class PromptComposer:
             sections.append([section("workspace", f"## Workspace\nFiles may be read and written only under {ctx.workspace}.")])
         if ctx.capabilities:
             sections.append([section("capabilities", "## Capabilities\n" + "\n".join(f"- {c}" for c in ctx.capabilities))])
-        if ctx.autonomy:
-            guideline = AUTONOMY_GUIDELINES.get(ctx.autonomy, ctx.autonomy)
-            sections.append([section("autonomy", f"## Autonomy: {ctx.autonomy}\n{guideline}")])
+        if "autonomy" in grouped:
+            sections.append(grouped["autonomy"])
+        elif ctx.autonomy:
+            sections.append([section("autonomy", autonomy_text(ctx.autonomy))])
         if ctx.now is not None:
             now = ctx.now if ctx.now.tzinfo else ctx.now.replace(tzinfo=UTC)
             tz = ctx.timezone_name or now.tzname() or "UTC"
@@ -144,6 +160,11 @@ def _meta_tools_section(categories: dict[str, int]) -> str:
             f"2. get_tool_help(\"tool_name\") shows a tool's parameters and an example.\n"
             f"3. use_tool(\"tool_name\", {{arguments}}) runs it. If the call fails, the error includes the "
             f"tool's parameters: fix the call and try again.")
+
+
+def autonomy_text(level: str) -> str:
+    """The autonomy section's text for ``level`` (a known level gets its guideline)."""
+    return f"## Autonomy: {level}\n{AUTONOMY_GUIDELINES.get(level, level)}"
 
 
 def _length(groups: list[list[Section]]) -> int:

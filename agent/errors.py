@@ -3,7 +3,8 @@
     FootprintError (tracer.errors)
     └── AgentError
         ├── UserError                    footprint was misused (bad config, a busy agent, ...)
-        │   └── AgentBusyError           run() on an instance that is already running
+        │   ├── AgentBusyError           run() on an instance that is already running
+        │   └── PersonalMemoryError      a personal memory record is invalid (``field`` names what)
         ├── ToolError                    a tool failed (becomes an error tool result, never a crash)
         │   ├── ToolNotFoundError
         │   ├── ToolArgumentsError       invalid JSON or a schema violation
@@ -39,6 +40,14 @@ class UserError(AgentError):
 
 class AgentBusyError(UserError):
     """A second run was started on an agent instance that is still running."""
+
+
+class PersonalMemoryError(UserError):
+    """A personal memory record is invalid; ``field`` names the field that is wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ToolError(AgentError):
