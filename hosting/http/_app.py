@@ -10,6 +10,7 @@
     GET    /v1/recordings/...                 the read API for recordings (see _recordings.py)
     GET    /v1/health                         liveness (never needs the token)
     ...    /v1/durable/...                    durable sessions: steer, send, abort, compact, events (_durable.py)
+    /api/agents, /api/memory                  the agents gateway, when given one (see _agents.py)
 
 With a token configured, every other route wants ``Authorization: Bearer <token>``.
 """
@@ -35,6 +36,8 @@ from .._durable import DurableHost
 from .._reply import TurnReply
 from .._standing import StandingAgent
 from ..errors import HostingError
+from ..gateway import Gateway
+from ._agents import mount_agents_api
 from ._durable import durable_router
 from ._errors import BodyLimitMiddleware, error_body, install_error_handlers
 from ._fast import TurnFastPath
@@ -101,23 +104,33 @@ def create_app(
     shutdown_grace: float = 10.0,
     close_host: bool = True,
     durable: DurableHost | None = None,
+    gateway: Gateway | None = None,
 ) -> FastAPI:
-    """The ASGI app serving ``host`` (turns and sessions) and ``recordings`` (the read API).
+    """The ASGI app serving ``host`` (turns and sessions), ``recordings`` (the read API) and
+    ``gateway`` (stored agents under ``/api/agents``).
 
-    ``recordings`` defaults to the host's recordings store. The app's lifespan closes the host
-    on shutdown (``close_host``): running turns get ``shutdown_grace`` seconds, then are stored as
-    interrupted; the stores are flushed.
+    ``recordings`` defaults to the host's recordings store (or the gateway's). The app's lifespan
+    closes the host on shutdown (``close_host``): running turns get ``shutdown_grace`` seconds,
+    then are stored as interrupted; the stores are flushed. A gateway is started (default agents
+    seeded) with the app and closed with it.
     """
-    if host is None and recordings is None and durable is None:
-        raise ValueError("create_app needs a standing agent host, a recordings store, or durable sessions")
+    if host is None and recordings is None and durable is None and gateway is None:
+        raise ValueError("create_app needs a standing agent host, a recordings store, durable sessions, "
+                         "a gateway, or some of them")
+    if recordings is None and host is None and gateway is not None and gateway.recorder is not None:
+        recordings = gateway.recorder.store if gateway.recorder.enabled else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if durable is not None:
             await durable.resume_unfinished()  # sessions a restart cut off go on
+        if gateway is not None:
+            await gateway.start()
         yield
         if durable is not None:
             await durable.close(shutdown_grace)
+        if gateway is not None and close_host:
+            await gateway.close()
         if host is not None and close_host:
             await host.close(shutdown_grace)
 
@@ -151,6 +164,8 @@ def create_app(
         app.include_router(_host_router(host, get_recordings), dependencies=guard)
     if durable is not None:
         app.include_router(durable_router(durable), dependencies=guard)
+    if gateway is not None:
+        mount_agents_api(app, gateway, guard)
     return app
 
 
