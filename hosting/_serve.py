@@ -81,9 +81,12 @@ def serve(
     log_level: str = "info",
     sock: socket.socket | None = None,
     on_started: Any = None,
+    gateway: Any = None,
 ) -> None:
-    """Serve ``host`` over HTTP until SIGTERM/SIGINT; returns once everything is flushed."""
-    app = create_app(host, token=token, shutdown_grace=shutdown_grace, max_body_bytes=max_body_bytes)
+    """Serve ``host`` (and a ``gateway`` of stored agents) over HTTP until SIGTERM/SIGINT; returns once
+    everything is flushed."""
+    app = create_app(host, token=token, shutdown_grace=shutdown_grace, max_body_bytes=max_body_bytes,
+                     gateway=gateway)
     config = uvicorn.Config(
         app, host=bind, port=port, log_level=log_level, lifespan="on",
         # uvicorn waits this long for open requests; the host's own grace stops turns before it

@@ -92,11 +92,22 @@ def _sessions_store(spec: str, store: Store) -> SessionStore:
 @click.option("--grace", default=10.0, show_default=True, type=click.FloatRange(0),
               help="Seconds running turns get after SIGTERM before they are stopped and stored.")
 @click.option("--host-id", default=None, help="This host's name in turn markers (default: hostname:port:db).")
+@click.option("--gateway", "with_gateway", is_flag=True,
+              help="Also serve stored agents under /api/agents (the agents gateway); implied by --agents-seed.")
+@click.option("--agents-seed", type=click.Path(dir_okay=False), default=None,
+              help="The default agents JSON file the gateway seeds (default: footprint's bundled defaults).")
+@click.option("--agents-store", default="duckdb", show_default=True,
+              help="Where stored agents live: duckdb (in --db), another DuckDB file, or a postgresql:// DSN.")
 def serve_command(
     db: str, bind: str, port: int, token: str | None, durability: str, agent_spec: str, shape: str,
     sessions_spec: str, max_active_sessions: int, on_concurrent: str, grace: float, host_id: str | None,
+    with_gateway: bool, agents_seed: str | None, agents_store: str,
 ) -> None:
-    """Start the standing-agent host: sessions, turns over HTTP, and the read API for recordings."""
+    """Start the standing-agent host: sessions, turns over HTTP, and the read API for recordings.
+
+    With --gateway, stored agents too: created, edited and chatted with under /api/agents, on the
+    --agent's model (see docs/gateway.md).
+    """
     from ._serve import serve
     from ._standing import StandingAgent
 
@@ -113,6 +124,10 @@ def serve_command(
             host = StandingAgent(agent_factory=lambda: build(recorder), sessions=sessions, durability=durability,
                                  on_concurrent_invoke=on_concurrent, max_active_sessions=max_active_sessions,
                                  recordings=store, close_sessions=True, host_id=host_id or _host_id(port, db))
+        gateway = None
+        if with_gateway or agents_seed:
+            gateway = _gateway(build(recorder).provider, agents_store, agents_seed, store, recorder, sessions,
+                               durability, on_concurrent, max_active_sessions, host_id or _host_id(port, db))
         sock = _bind(bind, port)
         actual_port = sock.getsockname()[1]
 
@@ -120,14 +135,37 @@ def serve_command(
             click.echo(
                 f"footprint host on http://{bind}:{actual_port} — agent {agent_spec} ({described}), "
                 f"{shape} shape, sessions in {getattr(sessions, 'location', sessions.name)}, "
-                f"durability {durability}{', token required' if token else ''}. Ctrl-C or SIGTERM stops it.",
+                f"durability {durability}{', token required' if token else ''}"
+                f"{', stored agents under /api/agents' if gateway else ''}. Ctrl-C or SIGTERM stops it.",
                 err=True,
             )
 
-        serve(host, token=token, shutdown_grace=grace, sock=sock, on_started=started, log_level="warning")
+        serve(host, token=token, shutdown_grace=grace, sock=sock, on_started=started, log_level="warning",
+              gateway=gateway)
         click.echo("footprint host stopped; sessions and recordings flushed.", err=True)
     finally:
         store.close()
+
+
+def _gateway(
+    provider: Any, agents_store: str, agents_seed: str | None, store: Store, recorder: Recorder,
+    sessions: SessionStore, durability: str, on_concurrent: str, max_active_sessions: int, host_id: str,
+) -> Any:
+    """The agents gateway on the host's model, stores and durability."""
+    from .gateway import DuckDBAgents, Gateway, GatewaySettings, PostgresAgents
+    from .gateway._seeds import BUNDLED_SEED_FILE, load_seed_file
+
+    if agents_store == "duckdb" or Path(agents_store).resolve() == Path(store.path).resolve():
+        repository: Any = DuckDBAgents(store)
+    elif agents_store.startswith(("postgresql://", "postgres://")) or "dbname=" in agents_store:
+        repository = PostgresAgents(agents_store)
+    else:
+        repository = DuckDBAgents(path=agents_store)
+    seed = Path(agents_seed) if agents_seed else BUNDLED_SEED_FILE
+    load_seed_file(seed)  # a bad file is refused here, with what and where, before the host starts
+    return Gateway(repository, settings=GatewaySettings({provider.name: provider}, provider.name),
+                   sessions=sessions, recorder=recorder, durability=durability, on_concurrent_invoke=on_concurrent,
+                   max_active_sessions=max_active_sessions, seed_file=seed, host_id=host_id)
 
 
 def _host_id(port: int, db: str) -> str:

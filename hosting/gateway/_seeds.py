@@ -24,6 +24,8 @@ from typing import Any
 from ._definition import AgentDefinition, AgentRecord, validated
 from .errors import AgentDefinitionError, SeedFileError
 
+#: The default agents that ship with footprint (``footprint serve --gateway`` seeds them).
+BUNDLED_SEED_FILE = Path(__file__).with_name("default-agents.json")
 _EXTRAS = ("emoji", "category", "description", "triggers")
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -54,7 +56,7 @@ def parse_seeds(data: Any, *, where: str = "seed") -> list[AgentDefinition]:
         if not entry.get("id"):
             raise SeedFileError(f"{where}: {at}.id: a default agent needs an id (resync matches agents by it)")
         try:
-            definition = validated(_flatten(entry, at), where=at)
+            definition = validated(_flatten(entry, f"{where}: {at}"), where=at)
         except AgentDefinitionError as exc:
             raise SeedFileError(f"{where}: {exc}") from None
         assert definition.id is not None
