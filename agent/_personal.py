@@ -106,6 +106,8 @@ def memory_record(
         raise PersonalMemoryError("name", f"record name {str(name)[:80]!r} must be 1-100 letters, digits or . _ : @ -")
     if not isinstance(text, str) or not text.strip():
         raise PersonalMemoryError("text", f"the {kind} record {name!r} needs a non-empty text")
+    if "\x00" in text:
+        raise PersonalMemoryError("text", f"the {kind} record {name!r} must not contain NUL characters")
     if len(text) > MAX_TEXT:
         raise PersonalMemoryError("text", f"the {kind} record {name!r} is {len(text)} characters; the limit is {MAX_TEXT}")
     text = text.strip()

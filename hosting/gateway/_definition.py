@@ -43,7 +43,18 @@ def _names(values: list[str], what: str) -> list[str]:
     return values
 
 
-class AgentConfig(BaseModel):
+class _NoNul(BaseModel):
+    @field_validator("*")
+    @classmethod
+    def _no_nul_characters(cls, value: Any) -> Any:
+        # a NUL cannot be stored in PostgreSQL text: refused for every store alike, naming the field
+        texts = value if isinstance(value, list) else [value]
+        if any(isinstance(t, str) and "\x00" in t for t in texts):
+            raise ValueError("must not contain NUL characters")
+        return value
+
+
+class AgentConfig(_NoNul):
     """The config blob of a stored agent."""
 
     model_config = _WIRE
@@ -80,7 +91,7 @@ class AgentConfig(BaseModel):
         return cleaned
 
 
-class _DefinitionFields(BaseModel):
+class _DefinitionFields(_NoNul):
     model_config = _WIRE
 
     name: str = Field(..., min_length=1, max_length=100, description="A unique name.")

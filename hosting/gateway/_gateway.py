@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import Agent, Hooks, MemoryInjector, ModelSettings, PersonalMemory, RunContext, Tool, ToolRegistry
+from agent.errors import UserError
 from agent.providers import Provider
 from tracer import Durability, Recorder, Run, RunFilter
 
@@ -101,8 +102,11 @@ def user_of(key: str | None) -> str | None:
 class Gateway:
     """Stored agents: definitions in ``repository``, running instances built lazily and cached.
 
-    ``registry`` and ``tool_groups`` (group name -> tool names) are what an agent's ``tools`` and
-    ``toolGroups`` resolve against. ``sessions`` and ``recorder`` are the host's; ``durability``,
+    ``registry`` is what an agent's ``tools`` and ``toolGroups`` resolve against (a group is one the
+    registry defines, or a tool category); ``tool_groups`` (group name -> tool names) are defined in
+    it. Change tools through :meth:`register_tool`, :meth:`unregister_tool`,
+    :meth:`replace_executor` and :meth:`define_tool_group` (or call :meth:`tools_changed` after
+    changing the registry yourself): each drops every cached agent. ``sessions`` and ``recorder`` are the host's; ``durability``,
     ``on_concurrent_invoke`` and ``max_active_sessions`` are passed to each agent's standing host.
     ``seed_file`` holds the default agents (:mod:`hosting.gateway._seeds`). ``clock`` gives the
     agents a time section; ``memory_injection=False`` turns personal memory off.
@@ -129,7 +133,8 @@ class Gateway:
         self.repository = repository
         self.settings = settings
         self.registry = registry if registry is not None else ToolRegistry()
-        self.tool_groups: dict[str, list[str]] = {g: list(names) for g, names in (tool_groups or {}).items()}
+        for group, members in (tool_groups or {}).items():
+            self.registry.define_group(group, members)
         self.sessions = sessions if sessions is not None else InMemorySessions()
         self.recorder = recorder
         self.durability = Durability(durability).value
@@ -237,9 +242,10 @@ class Gateway:
                 raise AgentDefinitionError(
                     f"tools[{index}]", f"no tool {name!r} is registered ({', '.join(self.registry.names()) or 'none'})")
         for index, group in enumerate(definition.tool_groups):
-            if group not in self.tool_groups:
-                raise AgentDefinitionError(
-                    f"toolGroups[{index}]", f"no tool group {group!r} ({', '.join(sorted(self.tool_groups)) or 'none'})")
+            try:
+                self.registry.group(group)
+            except UserError as exc:
+                raise AgentDefinitionError(f"toolGroups[{index}]", str(exc)) from None
         return definition
 
     # ------------------------------------------------------------------ tools
@@ -247,16 +253,26 @@ class Gateway:
     def register_tool(self, tool: Tool, *, replace: bool = False) -> None:
         """Add (or replace) a tool of the registry; every cached agent is rebuilt on next use."""
         self.registry.register(tool, replace=replace)
-        self.invalidate_all("a tool changed")
+        self.tools_changed("a tool was registered")
 
-    def set_tool_group(self, name: str, tools: Sequence[str] | None) -> None:
-        """Define, change or (``None``) remove a tool group; every cached agent is rebuilt on next use."""
-        if tools is None:
-            self.tool_groups.pop(name, None)
-        else:
-            self.registry.resolve(tools)  # an unknown tool is refused now, not at an agent's first use
-            self.tool_groups[name] = list(tools)
-        self.invalidate_all("a tool group changed")
+    def unregister_tool(self, name: str) -> None:
+        """Remove a tool from the registry (agents naming it fail on next use, saying so)."""
+        self.registry.unregister(name)
+        self.tools_changed("a tool was removed")
+
+    def replace_executor(self, name: str, execute: Callable[..., Any]) -> None:
+        """A plugin's real implementation for a core tool (its definition kept); agents are rebuilt."""
+        self.registry.replace_executor(name, execute)
+        self.tools_changed("a tool's executor was replaced")
+
+    def define_tool_group(self, group: str, names: Sequence[str]) -> None:
+        """Define or change a tool group of the registry; every cached agent is rebuilt on next use."""
+        self.registry.define_group(group, names)
+        self.tools_changed("a tool group changed")
+
+    def tools_changed(self, reason: str = "the tools changed") -> int:
+        """Drop every cached agent: the next turn of each rebuilds it with the registry as it is now."""
+        return self.invalidate_all(reason)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -339,14 +355,11 @@ class Gateway:
                 "provider", f"agent {record.id} names provider {provider_name!r}, which this host does not have "
                             f"({', '.join(self.settings.providers)}); PATCH it to one of them")
         model = self.settings.default_model if record.model == DEFAULT else record.model
-        names: list[str] = []
-        for name in [*config.tools, *(t for g in config.tool_groups for t in self._group(record, g))]:
-            if name not in names:
-                names.append(name)
         try:
-            tools = self.registry.resolve(names)
-        except Exception as exc:
-            raise AgentDefinitionError("tools", f"agent {record.id}: {exc}") from None
+            tools = self.registry.select(config.tools, config.tool_groups)
+        except UserError as exc:
+            raise AgentDefinitionError("tools", f"agent {record.id}: {exc}; PATCH its tools") from None
+        names = [t.name for t in tools]
         injector = MemoryInjector(self.memory) if self.memory_injection else None
         persona = record.system_prompt or "You are a helpful assistant."
         settings = ModelSettings(model, temperature=config.temperature, max_tokens=config.max_tokens)
@@ -368,13 +381,6 @@ class Gateway:
         )
         self.builds += 1
         return LiveAgent(record, host, provider_name, model or str(getattr(provider, "model", "") or ""), names)
-
-    def _group(self, record: AgentRecord, group: str) -> list[str]:
-        if group not in self.tool_groups:
-            raise AgentDefinitionError(
-                "toolGroups", f"agent {record.id} names tool group {group!r}, which this host does not have "
-                              f"({', '.join(sorted(self.tool_groups)) or 'none'})")
-        return self.tool_groups[group]
 
     # ------------------------------------------------------------------ turns
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from agent import Tool
+from agent import Tool, ToolRegistry
 from agent.providers import FunctionModel, ModelRequest
 from hosting import InMemorySessions, create_app
 from hosting.gateway import Gateway, GatewaySettings, InMemoryAgents
@@ -29,6 +29,10 @@ SEEDS = [
                                     "toolGroups": ["files"]},
      "triggers": {"keywords": ["python", "bug"]}},
 ]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "recorded: the gateway fixture records runs into a store")
 
 
 def base_prompt(request: ModelRequest) -> str:
@@ -71,16 +75,18 @@ def store(tmp_path: Path) -> Store:
 
 
 @pytest.fixture
-async def gateway(store: Store, seed_file: Path) -> AsyncIterator[Gateway]:
+async def gateway(request: pytest.FixtureRequest, seed_file: Path) -> AsyncIterator[Gateway]:
+    """A gateway with the seed agents; it records runs only for tests marked ``recorded`` (a store costs
+    most of a second to open on a busy machine)."""
+    store: Store | None = request.getfixturevalue("store") if request.node.get_closest_marker("recorded") else None
     model = FunctionModel(answer, name="echo")
     other = FunctionModel(lambda r: f"other: {r.last_user_text()}", name="other")
     gw = Gateway(
         InMemoryAgents(), settings=GatewaySettings({"echo": model, "other": other}, "echo", "echo-1"),
-        tool_groups={"files": ["read_file", "write_file"]}, sessions=InMemorySessions(), recorder=Recorder(store),
-        seed_file=seed_file, clock=clock,
+        registry=ToolRegistry([lookup_tool(), lookup_tool("read_file"), lookup_tool("write_file")]),
+        tool_groups={"files": ["read_file", "write_file"]}, sessions=InMemorySessions(),
+        recorder=Recorder(store) if store is not None else None, seed_file=seed_file, clock=clock,
     )
-    for tool in (lookup_tool(), lookup_tool("read_file"), lookup_tool("write_file")):
-        gw.registry.register(tool)
     await gw.start()
     yield gw
     await gw.close()

@@ -52,7 +52,7 @@ async def test_create_read_list_patch_delete(client: httpx.AsyncClient, gateway:
         ({**NEW, "maxToolCalls": "many"}, 422, "invalid_agent", "maxToolCalls", "valid integer"),
         ({**NEW, "tools": ["lookup", "nope"]}, 422, "invalid_agent", "tools[1]", "no tool 'nope' is registered"),
         ({**NEW, "tools": ["bad name!"]}, 422, "invalid_agent", "tools", "must be 1-64 letters"),
-        ({**NEW, "toolGroups": ["web"]}, 422, "invalid_agent", "toolGroups[0]", "no tool group 'web' (files)"),
+        ({**NEW, "toolGroups": ["web"]}, 422, "invalid_agent", "toolGroups[0]", "no tool group or category 'web'; known: files"),
         ({**NEW, "provider": "anthropic"}, 422, "invalid_agent", "provider", "not a provider of this host"),
         ({**NEW, "colour": "blue"}, 422, "invalid_agent", "colour", "not a field of an agent definition"),
         ({**NEW, "id": "Bad Id"}, 422, "invalid_agent", "id", "should match pattern"),
@@ -101,6 +101,7 @@ async def test_bad_requests_on_every_route(client: httpx.AsyncClient) -> None:
     assert (await client.post("/api/agents/select", json={})).status_code == 422
 
 
+@pytest.mark.recorded
 async def test_chat_goes_through_the_standing_host(client: httpx.AsyncClient, gateway: Gateway) -> None:
     first = await client.post("/api/agents/research/chat", json={"message": "hello", "session_id": "s1"})
     again = await client.post("/api/agents/research/chat", json={"message": "more", "session_id": "s1"})
@@ -164,3 +165,10 @@ async def test_every_route_wants_the_token_and_is_in_the_openapi_spec(client: ht
     create = paths["/api/agents"]["post"]
     assert "systemPrompt" in create["requestBody"]["content"]["application/json"]["schema"]["properties"]
     assert create["security"]
+
+
+async def test_a_nul_character_is_refused_for_every_store(client: httpx.AsyncClient) -> None:
+    response = await client.post("/api/agents", json={**NEW, "systemPrompt": "a\u0000b"})
+
+    assert response.status_code == 422
+    assert error_of(response)["field"] == "systemPrompt" and "NUL" in error_of(response)["message"]

@@ -13,9 +13,10 @@ from hosting import SessionBusyError
 from hosting.gateway import AgentDefinitionError, AgentNotFoundError, Gateway, GatewaySettings, InMemoryAgents
 from hosting.gateway._definition import patched
 from tests.hosting.gateway.conftest import base_prompt, lookup_tool
-from tracer import Recorder, Store
+from tracer import Store
 
 
+@pytest.mark.recorded
 async def test_creation_stores_only_and_first_use_builds_once(gateway: Gateway, store: Store) -> None:
     record = await gateway.create({"name": "Lazy", "systemPrompt": "You are lazy."})
     assert gateway.builds == 0 and gateway.cached() == []
@@ -67,17 +68,23 @@ async def test_a_tool_or_tool_group_change_invalidates_every_agent(gateway: Gate
     gateway.register_tool(lookup_tool("search"))
     assert gateway.cached() == []
     await gateway.chat("research", "hi")
-    gateway.set_tool_group("files", ["read_file", "search"])
+    gateway.define_tool_group("files", ["read_file", "search"])
     assert gateway.cached() == []
     assert (await gateway.instance("coder")).tools == ["read_file", "search"]
     with pytest.raises(Exception, match="not in the registry"):
-        gateway.set_tool_group("web", ["nope"])
-    gateway.set_tool_group("files", None)
-    with pytest.raises(AgentDefinitionError, match="tool group 'files'"):
-        await gateway.instance("coder")
+        gateway.define_tool_group("web", ["nope"])
+
+    async def real_search(arguments: dict[str, Any]) -> str:
+        return "the plugin's answer"
+
+    gateway.replace_executor("search", real_search)  # a plugin replacing a core stub
+    assert gateway.cached() == []
+    gateway.unregister_tool("lookup")
+    with pytest.raises(AgentDefinitionError, match="tool 'lookup' is not in the registry"):
+        await gateway.instance("research")
 
 
-async def test_a_running_turn_is_never_cut_by_an_invalidation(store: Store) -> None:
+async def test_a_running_turn_is_never_cut_by_an_invalidation() -> None:
     release = asyncio.Event()
     started = asyncio.Event()
 
@@ -87,8 +94,7 @@ async def test_a_running_turn_is_never_cut_by_an_invalidation(store: Store) -> N
             await release.wait()
         return f"[{base_prompt(request)}] {request.last_user_text()}"
 
-    gateway = Gateway(InMemoryAgents(), settings=GatewaySettings({"m": FunctionModel(slow)}, "m"),
-                      recorder=Recorder(store))
+    gateway = Gateway(InMemoryAgents(), settings=GatewaySettings({"m": FunctionModel(slow)}, "m"))
     record = await gateway.create({"name": "Slow", "systemPrompt": "Old prompt."})
     running = asyncio.ensure_future(gateway.chat(record.id, "slow", session_id="a"))
     await started.wait()
@@ -106,7 +112,7 @@ async def test_a_running_turn_is_never_cut_by_an_invalidation(store: Store) -> N
     await gateway.close()
 
 
-async def test_a_queued_turn_waits_for_the_retired_one(store: Store) -> None:
+async def test_a_queued_turn_waits_for_the_retired_one() -> None:
     release, started = asyncio.Event(), asyncio.Event()
 
     async def slow(request: ModelRequest) -> str:
@@ -133,7 +139,7 @@ async def test_a_queued_turn_waits_for_the_retired_one(store: Store) -> None:
     await gateway.close()
 
 
-async def test_a_shared_repository_picks_up_another_hosts_edit(store: Store) -> None:
+async def test_a_shared_repository_picks_up_another_hosts_edit() -> None:
     repository = InMemoryAgents()
     repository.shared = True
     model = FunctionModel(lambda r: base_prompt(r))
@@ -154,7 +160,7 @@ async def test_concurrent_first_uses_build_once(gateway: Gateway) -> None:
     assert all(r.status == "answered" for r in replies) and gateway.builds == 1
 
 
-async def test_random_operations_keep_answers_on_the_current_definition(store: Store) -> None:
+async def test_random_operations_keep_answers_on_the_current_definition() -> None:
     """Hundreds of random creates, patches, deletes, tool changes and chats: every answer is made from
     the definition stored at that moment, and no deleted agent stays cached."""
     model = FunctionModel(lambda r: base_prompt(r))
@@ -192,7 +198,7 @@ def test_settings_name_a_default_that_exists() -> None:
         GatewaySettings({"m": FunctionModel(lambda r: "")}, "x")
 
 
-async def test_an_agent_whose_provider_left_the_host_fails_clearly(store: Store) -> None:
+async def test_an_agent_whose_provider_left_the_host_fails_clearly() -> None:
     repository = InMemoryAgents()
     first = Gateway(repository, settings=GatewaySettings({"a": FunctionModel(lambda r: ""), "b": FunctionModel(
         lambda r: "")}, "a"))

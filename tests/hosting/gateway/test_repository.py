@@ -145,7 +145,7 @@ async def test_concurrent_creates_of_one_name_store_one(repository: AgentsReposi
 names = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prompt=st.text(max_size=200), name=names, temperature=st.floats(0, 2), tools=st.lists(
     st.from_regex(r"[a-z_]{1,10}", fullmatch=True), max_size=4, unique=True))
 async def test_any_valid_definition_round_trips(
