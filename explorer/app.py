@@ -141,6 +141,15 @@ class ExplorerApp(App[None]):
 
         self.push_screen(HostScreen())
 
+    def open_agents(self) -> None:
+        """Show the host's stored agents (its gateway) and their recent runs."""
+        if self.host is None:
+            self.notify("not attached to a host (footprint explore --host URL, or footprint up)", severity="warning")
+            return
+        from .screens.agents import AgentsScreen
+
+        self.push_screen(AgentsScreen())
+
     # ------------------------------------------------------------------ help
 
     def action_help(self) -> None:

@@ -150,6 +150,10 @@ class RecordingsClient:
         )
         return result
 
+    def agents(self) -> list[dict[str, Any]]:
+        """The host's stored agents (``GET /api/agents``; a host without a gateway answers 404)."""
+        return list(self._request("GET", "/api/agents")["agents"])
+
     def health(self) -> dict[str, Any]:
         """The host's liveness and load figures."""
         result: dict[str, Any] = self._request("GET", "/v1/health")

@@ -37,6 +37,7 @@ class RunsScreen(Screen[None]):
         Binding("r", "refresh", "Refresh", show=False),
         Binding("p", "sandbox", "Personas"),
         Binding("o", "host", "Host"),
+        Binding("g", "agents", "Agents", show=False),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -178,6 +179,10 @@ class RunsScreen(Screen[None]):
     def action_host(self) -> None:
         """Open the host's live sessions."""
         self.app.open_host()  # type: ignore[attr-defined]
+
+    def action_agents(self) -> None:
+        """Open the host's stored agents."""
+        self.app.open_agents()  # type: ignore[attr-defined]
 
     def on_runs_table_counted(self, message: RunsTable.Counted) -> None:
         unfiltered = replace(message.where, forks=True) == RunFilter()  # hiding re-runs is not a filter

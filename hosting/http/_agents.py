@@ -221,14 +221,15 @@ def agents_router(gateway: Gateway) -> APIRouter:
 
     @router.post("/{agent_id}/chat", response_model=ChatReply, responses=not_found,
                  summary="Send a turn to a stored agent (built on first use) and wait for the reply")
-    async def chat(agent_id: str, body: ChatRequest) -> dict[str, Any]:
+    async def chat(agent_id: str, body: ChatRequest) -> JSONResponse:
         if body.decision is None and not body.message.strip():
             raise GatewayRequestError("message", "give a non-empty `message` (or a `decision` for a paused session)")
         if body.decision is not None and body.session_id is None:
             raise GatewayRequestError("decision", "a `decision` needs the `session_id` of the paused session")
         reply = await gateway.chat(_checked_id(agent_id), body.message, session_id=body.session_id,
                                    user_id=body.user_id, decision=body.decision, turn_id=body.turn_id)
-        return {**reply.to_dict(), "agent_id": agent_id}
+        # already the documented shape: no second validation on the turn path
+        return JSONResponse({**reply.to_dict(), "agent_id": agent_id})
 
     @router.get("/{agent_id}/runs", summary="A stored agent's recent recorded runs, newest first",
                 responses=not_found)

@@ -80,6 +80,23 @@ def serve_in_thread(app: Any) -> Iterator[str]:
         sock.close()
 
 
+PG_DSNS = ("postgresql://postgres@127.0.0.1:5432/test", "postgresql://root@127.0.0.1:5432/test")
+
+
+def postgres_dsn() -> str | None:
+    """The DSN of the PostgreSQL server on 127.0.0.1:5432 (user postgres or root), or None when none answers."""
+    import psycopg
+
+    for dsn in PG_DSNS:
+        try:
+            with psycopg.connect(dsn, connect_timeout=3) as con:
+                con.execute("SELECT 1")
+            return dsn
+        except psycopg.Error:
+            continue
+    return None
+
+
 def echo_model() -> FunctionModel:
     """Answers with the count of user messages it saw and the last one: 'echo #n: text'."""
 

@@ -176,16 +176,22 @@ async def test_current_provider_follows_the_chain(request_of: MakeRequest) -> No
     assert seen == ["second"] and chain.current_provider.name == "second"
 
 
-async def test_cancel_stops_the_request_in_flight_without_falling_back(request_of: MakeRequest) -> None:
-    started = asyncio.Event()
+def stalling(started: asyncio.Event) -> FunctionModel:
+    """A provider named slow that sets ``started`` and then takes 30 s to answer."""
 
-    async def slow(request: ModelRequest) -> str:
+    async def stall(request: ModelRequest) -> str:
         started.set()
         await asyncio.sleep(30)
         return "too late"
 
+    return FunctionModel(stall, name="slow")
+
+
+async def test_cancel_stops_the_request_in_flight_without_falling_back(request_of: MakeRequest) -> None:
+    started = asyncio.Event()
+    slow = stalling(started)
     backup = answering("backup")
-    chain = FallbackProvider([FunctionModel(slow, name="slow"), backup])
+    chain = FallbackProvider([slow, backup])
     call = asyncio.ensure_future(chain.complete(request_of("hi")))
     await started.wait()
 
@@ -199,13 +205,8 @@ async def test_cancel_stops_the_request_in_flight_without_falling_back(request_o
 
 async def test_cancelling_the_caller_is_not_a_provider_cancel(request_of: MakeRequest) -> None:
     started = asyncio.Event()
-
-    async def slow(request: ModelRequest) -> str:
-        started.set()
-        await asyncio.sleep(30)
-        return "too late"
-
-    chain = FallbackProvider([FunctionModel(slow, name="slow"), answering("backup")])
+    slow = stalling(started)
+    chain = FallbackProvider([slow, answering("backup")])
     call = asyncio.ensure_future(chain.complete(request_of("hi")))
     await started.wait()
     call.cancel()
@@ -304,3 +305,21 @@ def test_construction(request_of: MakeRequest) -> None:
     chain = FallbackProvider([local, remote])
     assert chain.real and not FallbackProvider([local]).real
     assert chain.count_tokens(request_of("x" * 40)) == local.count_tokens(request_of("x" * 40))
+
+
+async def test_every_attempt_is_recorded_on_the_inference_stage_even_when_all_fail(tmp_path: Any) -> None:
+    from agent import Agent
+    from tracer import Recorder, Store
+
+    store = Store.open(tmp_path / "fp.duckdb")
+    chain = FallbackProvider([Failing("first", ProviderServerError("HTTP 503", status=503)),
+                              Failing("second", ProviderTimeoutError("timed out"))])
+    result = await Agent("chained", provider=chain, recorder=Recorder(store)).run("hello")
+    store.flush()
+    inference = next(s for s in store.load_run(result.run_id).stages if s.kind == "inference")
+    store.close()
+
+    assert result.status == "failed" and "all 2 providers failed" in (result.error or "")
+    attempts = inference.attributes["attempts"]
+    assert [(a["provider"], a["outcome"], a["error_type"], a["fell_back"]) for a in attempts] == [
+        ("first", "failed", "ProviderServerError", True), ("second", "failed", "ProviderTimeoutError", True)]

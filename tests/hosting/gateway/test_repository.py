@@ -27,20 +27,8 @@ from hosting.gateway import (
     PostgresAgents,
 )
 from hosting.gateway._definition import patched, record_from, validated
+from tests.hosting.hostkit import postgres_dsn
 from tracer import Store
-
-PG_DSNS = ("postgresql://postgres@127.0.0.1:5432/test", "postgresql://root@127.0.0.1:5432/test")
-
-
-def postgres_dsn() -> str | None:
-    for dsn in PG_DSNS:
-        try:
-            with psycopg.connect(dsn, connect_timeout=3) as con:
-                con.execute("SELECT 1")
-            return dsn
-        except psycopg.Error:
-            continue
-    return None
 
 
 @pytest.fixture(params=["memory", "duckdb-recordings-file", "duckdb-own-file", "postgresql"])
