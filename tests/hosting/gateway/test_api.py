@@ -114,7 +114,7 @@ async def test_chat_goes_through_the_standing_host(client: httpx.AsyncClient, ga
     assert again.json()["session_id"] == "s1"
     assert fresh.json()["session_id"] and fresh.json()["session_id"] != "s1"
     stored = await gateway.sessions.load("research:-:s1")
-    assert stored is not None and len(stored.conversation["messages"]) == 4  # two turns, kept by the host
+    assert stored is not None and stored.message_count == 4  # two turns, kept by the host
     runs = (await client.get("/api/agents/research/runs")).json()["runs"]
     assert [r["input"] for r in runs] == ["new", "more", "hello"]
     assert all("agent:research" in r["labels"] for r in runs)

@@ -135,7 +135,7 @@ async def test_a_queued_turn_waits_for_the_retired_one() -> None:
     assert (await running).answer == "[Old prompt.] slow"
     assert (await queued).answer == "[New prompt.] next"
     stored = await gateway.sessions.load(f"{record.id}:-:a")
-    assert stored is not None and len(stored.conversation["messages"]) == 4  # both turns, in order
+    assert stored is not None and stored.message_count == 4  # both turns, in order
     await gateway.close()
 
 
