@@ -177,8 +177,9 @@ def _calls_of(evidence: Evidence) -> dict[str, str]:
 
 def _chain(evidence: Evidence, ranked: list[RankedItem], values: list[set[str]], asserted: set[str],
            value_df: Counter[str], idf: Any) -> None:
-    """Lend weight through tool calls: the arguments of a call whose result the answer draws on count
-    as asserted too, so the item the model took them from ranks as well."""
+    """Lend weight through tool calls. The arguments of a call whose result the answer draws on came
+    from somewhere: an item that holds one of them explains the call, the more so when it also shares
+    the question's words (the question is what the model was answering when it made the call)."""
     calls = _calls_of(evidence)
     index = {item.item_hash: idx for idx, item in enumerate(ranked)}
     lent: set[str] = set()
@@ -187,20 +188,37 @@ def _chain(evidence: Evidence, ranked: list[RankedItem], values: list[set[str]],
         if call is None or not asserted & values[idx]:
             continue
         call_text = next((n.text for _, n in evidence.root.walk() if n.item_hash == call and n.text), "")
-        lent |= _values(call_text.partition("(")[2]) - asserted
+        lent |= _values(call_text.partition("(")[2])
         if call in index:
             ranked[index[call]].score += 1.0
             ranked[index[call]].reasons.append("the call that fetched a result the answer draws on")
     if not lent:
         return
+    asking = next((i for i in ranked if i.kind == ItemKind.USER and i.origin.kind == "user"
+                   and i.origin.run_id == evidence.root.run_id), None)
+    asked = _bridge_words(asking.text) if asking is not None else set()
+    bridge_df = Counter(w for item in ranked for w in _bridge_words(item.text))
     for idx, item in enumerate(ranked):
-        if item.kind == ItemKind.TOOL_CALL:
+        if item is asking or item.kind == ItemKind.TOOL_CALL or item.item_hash in calls:
             continue
         hits = sorted(lent & values[idx])
-        if hits:
-            item.score += sum(1.5 * idf(value_df[v]) for v in hits)
-            item.reasons.append(f"holds {', '.join(repr(v) for v in hits[:3])}, an argument of a call whose result "
-                                f"the answer draws on")
+        if not hits:
+            continue
+        shared = sorted(asked & _bridge_words(item.text), key=lambda w: -idf(bridge_df[w]))
+        bridge = sum(idf(bridge_df[w]) for w in shared)
+        item.score += sum(idf(value_df[v]) for v in hits) * (1 + bridge) / 2
+        reason = f"holds {', '.join(repr(v) for v in hits[:3])}, an argument of a call whose result the answer draws on"
+        if shared:
+            reason += f", and shares {', '.join(repr(w) for w in shared[:3])} with the question"
+        item.reasons.append(reason)
+
+
+#: Words that say whose or where (my depot, our office, at home): they tie a question to what answers it.
+_REFERRING = frozenset("my our your their his her its me us home here mine ours yours".split())
+
+
+def _bridge_words(text: str) -> set[str]:
+    return _words(text) | (set(_WORD.findall(text.lower())) & _REFERRING)
 
 
 def ranked_names(items: Iterable[RankedItem]) -> list[str]:

@@ -220,13 +220,15 @@ def _skip_reason(
         return "tool definitions are tested only when asked (--include-tools)"
     if item_hash in question:
         return "the user's question itself"
-    made_here = kind in (ItemKind.ASSISTANT, ItemKind.TOOL_CALL) and recording.places.get(item_hash) == PLACE_RUN
-    if made_here and item_hash not in given:
+    made_here = kind == ItemKind.ASSISTANT and recording.places.get(item_hash) == PLACE_RUN
+    if (made_here or kind == ItemKind.TOOL_CALL) and item_hash not in given:
+        # removing a call removes its result too (a result needs its call), and what the model wrote in
+        # this run it would write again: either is tested by putting an alternative in its place
         name = recording.name(item_hash)
         what = "other arguments" if kind == ItemKind.TOOL_CALL else "another text"
-        return (f"a model output of this run: removing it says nothing, so it is tested with an alternative; give "
-                f"one (blame --alternative {name}=TEXT, or counterfactual {run_id} --replace {name} --with "
-                f"'{what}')")
+        return (f"a model output: it is tested with an alternative in its place (its result, if any, is tested on "
+                f"its own); give one (blame --alternative {name}=TEXT, or counterfactual {run_id} --replace {name} "
+                f"--with '{what}')")
     return None
 
 
@@ -289,7 +291,7 @@ async def blame(
         result = await counterfactual(
             store, run_id, edits=[s.edit() for s in group], provider=provider, tools=tools, repeats=repeats,
             comparator=comparator, new_calls=new_calls, recorder=recorder, executions=executions,
-            controls=controls, recording=recording,
+            controls=controls, recording=recording, flush=False,
         )
         reruns += len(result.outcomes)
         names = group[0].name if len(group) == 1 else f"{len(group)} items"
@@ -348,6 +350,7 @@ async def blame(
         for suspect in report.left_out:
             if suspect.via.startswith("group"):
                 suspect.via = f"restored with {suspect.via.removeprefix('group of ')}"
+    store.flush()
     report.reruns = reruns + controls.reruns
     report.seconds = time.perf_counter() - started
     return report

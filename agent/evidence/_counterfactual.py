@@ -194,6 +194,7 @@ async def counterfactual(
     controls: Controls | None = None,
     recording: RecordedRun | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
+    flush: bool = True,
 ) -> CounterfactualResult:
     """Re-run ``run`` with ``edits`` applied, ``repeats`` times, against ``provider``, after a control.
 
@@ -202,6 +203,7 @@ async def counterfactual(
     recording did not make. ``comparator(original, new)`` says whether two answers are the same
     (default: identical text). ``executions`` shares new tool results between counterfactuals and
     ``controls`` the control re-runs (blame passes both); ``recording`` saves reading the run again.
+    The re-runs are in the store when this returns (``flush=False``: once the store is flushed).
     """
     started = time.perf_counter()
     if repeats < 1:
@@ -254,6 +256,7 @@ async def counterfactual(
                                        len(tools_now.served), len(tools_now.new)))
         if on_outcome is not None:
             on_outcome(result.outcomes[-1])
-    store.flush()
+    if flush:
+        store.flush()
     result.seconds = time.perf_counter() - started
     return result

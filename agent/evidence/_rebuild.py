@@ -12,6 +12,7 @@ caller. Replay, counterfactual and blame all rebuild through here (:mod:`._rerun
 from __future__ import annotations
 
 import asyncio
+import copy
 import re
 import uuid
 from collections import deque
@@ -113,6 +114,9 @@ def serve_item(result: Item) -> str:
     return text
 
 
+_PROTOTYPES: dict[tuple[str, bool], Tool] = {}
+
+
 class ServedTools:
     """Tools with the recorded definitions; identical calls get the recorded results.
 
@@ -143,8 +147,18 @@ class ServedTools:
         async def execute(arguments: dict[str, Any]) -> str:
             return await self.call(name, arguments)
 
-        return Tool(name, str(definition.body.get("description", "")), dict(definition.body.get("parameters") or {}),
-                    execute, durable=self.durable.get(name, False), timeout=None)
+        durable = self.durable.get(name, False)
+        key = (definition.hash, durable)
+        prototype = _PROTOTYPES.get(key)
+        if prototype is None:  # a Tool checks its schema when made: once per definition, not per re-run
+            if len(_PROTOTYPES) > 4096:
+                _PROTOTYPES.clear()
+            prototype = _PROTOTYPES[key] = Tool(name, str(definition.body.get("description", "")),
+                                                dict(definition.body.get("parameters") or {}), execute,
+                                                durable=durable, timeout=None)
+        served = copy.copy(prototype)
+        served.execute = execute
+        return served
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         """The result of one call: recorded when the recording made it, else whatever ``new_call`` decides."""
