@@ -56,7 +56,7 @@ def weather_model(request: ModelRequest) -> ModelResponse | str:
         cities = [city_of(request), *re.findall(r"also (\w+)", user)]
         return calls(*(("weather", {"city": c}, f"call_{c}") for c in cities))
     return " ".join(f"{json.loads(r['content'])['city']}: {json.loads(r['content'])['sky']}." for r in results
-                    if not r["is_error"]) or f"error: {results[0]['content']}"
+                    if not r["is_error"] and r["content"]) or f"error: {results[0]['content'] or 'no result'}"
 
 
 class Counter:
