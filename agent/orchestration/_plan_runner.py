@@ -38,7 +38,7 @@ from ._orchestrator import AgentOrchestrator
 from ._plan import Plan, PlanStep, check_acyclic
 from ._plan_store import PlanStore
 from ._subagent import run_subagent
-from .errors import PlanDeadlockError, PlanError, PlanNotFoundError
+from .errors import PlanDeadlockError, PlanError
 
 Decider = AgentOrchestrator | Callable[[str], Awaitable[str]]
 Ask = Callable[[str], Awaitable[str]]
@@ -113,7 +113,7 @@ class PlanRunner:
                 plan.current_step = 0
                 await self.store.save(plan)
                 return plan
-            if await self._stopped(plan):
+            if await self._stopped(plan, step):
                 return plan
         plan.current_step = 0
         failed = [s for s in plan.steps if s.status == "failed"]
@@ -122,17 +122,15 @@ class PlanRunner:
         await self.store.save(plan)
         return plan
 
-    async def _stopped(self, plan: Plan) -> bool:
-        """Save the progress; True when the plan was paused (or deleted) meanwhile: stop here."""
-        try:
-            stored = await self.store.get(plan.id)
-        except PlanNotFoundError:
+    async def _stopped(self, plan: Plan, step: PlanStep) -> bool:
+        """Store the step's progress; True when the plan was paused (or deleted) meanwhile: stop here."""
+        stored = await self.store.status(plan.id)
+        if stored is None:
             plan.status, plan.note = "cancelled", "the plan was deleted while it ran"
             return True
-        if stored.status == "paused":
-            plan.status, plan.note = "paused", stored.note or "paused by pause_plan"
-            plan.current_step = 0
-        await self.store.save(plan)
+        if stored[0] == "paused":
+            plan.status, plan.note, plan.current_step = "paused", stored[1] or "paused by pause_plan", 0
+        await self.store.save_step(plan, step)
         return plan.status == "paused"
 
     async def _run_step(self, plan: Plan, step: PlanStep, answers: dict[int, str], recording: _Recording) -> None:

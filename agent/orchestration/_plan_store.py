@@ -8,19 +8,29 @@ PostgreSQL) and every change is one transaction.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Callable
+from dataclasses import asdict, fields
+from typing import Any, TypeVar
 
 from ..durable import InMemoryPersistence, PersistenceContext, SessionPersistence
 from ._plan import Plan, PlanStep, check_acyclic
 from .errors import PlanDeadlockError, PlanError, PlanNotFoundError
 
-PREFIX = "plan."
+PREFIX = "plan."  # plan.<id>: the plan without its steps
+STEP_PREFIX = "planstep."  # planstep.<id>.<step id, 9 digits>: one step
 T = TypeVar("T")
 
 
+def _step_key(plan_id: str, step_id: int) -> str:
+    return f"{STEP_PREFIX}{plan_id}.{step_id:09d}"
+
+
+def _header(plan: Plan) -> dict[str, Any]:
+    return {f.name: getattr(plan, f.name) for f in fields(plan) if f.name != "steps"}
+
+
 class PlanStore:
-    """The plans of one session."""
+    """The plans of one session: a value per plan and one per step, so running a step writes two small values."""
 
     def __init__(self, persistence: SessionPersistence | None = None, session_id: str = "plans") -> None:
         self.persistence: SessionPersistence = persistence if persistence is not None else InMemoryPersistence()
@@ -29,43 +39,71 @@ class PlanStore:
     def _ctx(self) -> PersistenceContext:
         return PersistenceContext(self.session_id)
 
-    async def _change(self, plan_id: str, change: Callable[[Plan], Awaitable[T] | T]) -> T:
-        """Read, change and write one plan in one transaction."""
-
-        async def work(ctx: PersistenceContext) -> T:
-            plan = await self._read(ctx, plan_id)
-            outcome = change(plan)
-            if isinstance(outcome, Awaitable):
-                outcome = await outcome
-            plan.updated_at = time.time()
-            await self.persistence.write_value(ctx, PREFIX + plan.id, plan.to_dict())
-            return outcome  # type: ignore[return-value]
-
-        return await self.persistence.transaction(self._ctx(), work)
-
-    async def _read(self, ctx: PersistenceContext, plan_id: str) -> Plan:
+    async def _read_header(self, ctx: PersistenceContext, plan_id: str) -> dict[str, Any] | None:
         for key, value in await self.persistence.read_values(ctx, PREFIX + plan_id):
             if key == PREFIX + plan_id:
-                try:
-                    return Plan.from_dict(value)
-                except (TypeError, ValueError) as exc:
-                    raise PlanError(f"plan {plan_id} of session {self.session_id} is unreadable: {exc}") from exc
-        raise PlanNotFoundError(f"no plan {plan_id!r} in session {self.session_id} (list_plans shows the plans)")
+                return dict(value)
+        return None
+
+    async def _read(self, ctx: PersistenceContext, plan_id: str) -> Plan:
+        header = await self._read_header(ctx, plan_id)
+        if header is None:
+            raise PlanNotFoundError(f"no plan {plan_id!r} in session {self.session_id} (list_plans shows the plans)")
+        steps = [v for _, v in await self.persistence.read_values(ctx, f"{STEP_PREFIX}{plan_id}.")]
+        try:
+            return Plan.from_dict({**header, "steps": steps})
+        except (TypeError, ValueError) as exc:
+            raise PlanError(f"plan {plan_id} of session {self.session_id} is unreadable: {exc}") from exc
+
+    async def _write(self, ctx: PersistenceContext, plan: Plan) -> None:
+        """Write the whole plan: its header, every step, and drop the steps it no longer has."""
+        plan.updated_at = time.time()
+        keep = {_step_key(plan.id, s.id) for s in plan.steps}
+        for key, _ in await self.persistence.read_values(ctx, f"{STEP_PREFIX}{plan.id}."):
+            if key not in keep:
+                await self.persistence.delete_value(ctx, key)
+        for step in plan.steps:
+            await self.persistence.write_value(ctx, _step_key(plan.id, step.id), asdict(step))
+        await self.persistence.write_value(ctx, PREFIX + plan.id, _header(plan))
+
+    async def _change(self, plan_id: str, change: Callable[[Plan], Plan]) -> Plan:
+        """Read, change and write one plan in one transaction."""
+
+        async def work(ctx: PersistenceContext) -> Plan:
+            plan = change(await self._read(ctx, plan_id))
+            await self._write(ctx, plan)
+            return plan
+
+        return await self.persistence.transaction(self._ctx(), work)
 
     async def create(self, name: str, goal: str, steps: list[PlanStep] | None = None) -> Plan:
         """A new, empty (or given) plan, stored."""
         if not goal.strip():
             raise PlanError("a plan needs a goal")
-        plan = Plan(goal=goal, name=name or goal[:60], steps=list(steps or []))
+        plan = Plan(goal=goal, name=name or goal[:60], steps=sorted(steps or [], key=lambda s: s.id))
+        ids = [s.id for s in plan.steps]
+        if len(set(ids)) != len(ids):
+            raise PlanError(f"plan {name or goal[:40]!r}: two steps share an id")
         check_acyclic(plan.steps)
         await self.save(plan)
         return plan
 
     async def save(self, plan: Plan) -> None:
-        """Store ``plan`` as it is (a new one, or one changed in hand)."""
+        """Store ``plan`` as it is (a new one, or one changed in hand), in one transaction."""
+        await self.persistence.transaction(self._ctx(), lambda ctx: self._write(ctx, plan))
+
+    async def save_step(self, plan: Plan, step: PlanStep) -> None:
+        """Store one step's progress and the plan's header (two small writes; the step is the truth)."""
+        ctx = self._ctx()
         plan.updated_at = time.time()
-        await self.persistence.transaction(
-            self._ctx(), lambda ctx: self.persistence.write_value(ctx, PREFIX + plan.id, plan.to_dict()))
+        await self.persistence.write_value(ctx, _step_key(plan.id, step.id), asdict(step))
+        await self.persistence.write_value(ctx, PREFIX + plan.id, _header(plan))
+
+    async def status(self, plan_id: str) -> tuple[str, str | None] | None:
+        """The stored status and note of the plan (None when it was deleted): what a running plan checks
+        between steps."""
+        header = await self._read_header(self._ctx(), plan_id)
+        return None if header is None else (str(header.get("status")), header.get("note"))
 
     async def get(self, plan_id: str) -> Plan:
         """The plan ``plan_id`` (:class:`PlanNotFoundError` when there is none)."""
@@ -73,14 +111,18 @@ class PlanStore:
 
     async def list(self) -> list[Plan]:
         """Every plan of the session, oldest first."""
-        values = await self.persistence.read_values(self._ctx(), PREFIX)
-        return sorted((Plan.from_dict(v) for _, v in values), key=lambda p: (p.created_at, p.id))
+        ctx = self._ctx()
+        ids = [str(v["id"]) for _, v in await self.persistence.read_values(ctx, PREFIX)]
+        return sorted([await self._read(ctx, i) for i in ids], key=lambda p: (p.created_at, p.id))
 
     async def delete(self, plan_id: str) -> None:
-        """Remove the plan (a :class:`PlanNotFoundError` when there is none)."""
+        """Remove the plan and its steps (a :class:`PlanNotFoundError` when there is none)."""
 
         async def work(ctx: PersistenceContext) -> None:
-            await self._read(ctx, plan_id)
+            if await self._read_header(ctx, plan_id) is None:
+                raise PlanNotFoundError(f"no plan {plan_id!r} in session {self.session_id}")
+            for key, _ in await self.persistence.read_values(ctx, f"{STEP_PREFIX}{plan_id}."):
+                await self.persistence.delete_value(ctx, key)
             await self.persistence.delete_value(ctx, PREFIX + plan_id)
 
         await self.persistence.transaction(self._ctx(), work)
@@ -108,9 +150,12 @@ class PlanStore:
     async def set_status(self, plan_id: str, status: str, note: str | None = None) -> Plan:
         """Set the plan's status (pause_plan sets ``paused``; a running plan stops at its next step)."""
 
-        def mark(plan: Plan) -> Plan:
-            plan.status = status  # type: ignore[assignment]
-            plan.note = note
-            return plan
+        async def work(ctx: PersistenceContext) -> Plan:
+            header = await self._read_header(ctx, plan_id)
+            if header is None:
+                raise PlanNotFoundError(f"no plan {plan_id!r} in session {self.session_id}")
+            header.update(status=status, note=note, updated_at=time.time())
+            await self.persistence.write_value(ctx, PREFIX + plan_id, header)
+            return await self._read(ctx, plan_id)
 
-        return await self._change(plan_id, mark)
+        return await self.persistence.transaction(self._ctx(), work)

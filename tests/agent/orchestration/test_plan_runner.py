@@ -377,3 +377,23 @@ async def test_cancelling_a_recorded_plan_cancels_the_sub_agent_inside_its_step(
     assert {a: d.run.status for a, d in runs.items()} == {"lead": "cancelled", "helper": "cancelled"}
     statuses = {(s.kind, s.status) for s in runs["lead"].stages}
     assert {("plan_step", "cancelled"), ("subagent", "cancelled"), ("tool", "cancelled")} <= statuses
+
+
+async def test_running_a_long_plan_writes_a_few_small_values_per_step() -> None:
+    class Counting(InMemoryPersistence):
+        writes = 0
+
+        async def write_value(self, ctx: Any, key: str, value: Any) -> None:
+            Counting.writes += 1
+            await super().write_value(ctx, key, value)
+
+    store = PlanStore(Counting(), "long")
+    n = 300
+    steps = [PlanStep(i, f"s{i}", tool_name="a", tool_args={"text": f"{{{{step.{i - 1}}}}}" if i > 1 else "x"},
+                      depends_on=[i - 1] if i > 1 else []) for i in range(1, n + 1)]
+    plan = await store.create("long", "a long chain", steps)
+    Counting.writes = 0
+    done = await PlanRunner(store, tools=[text_tool("a", lambda a: a["text"][-8:] + ".")]).execute(plan.id)
+    assert done.status == "completed" and done.step(n).status == "completed"
+    # the start and the end store the whole plan; each step in between stores itself and the header
+    assert Counting.writes <= 2 * (n + 1) + 2 * n
