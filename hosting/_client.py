@@ -141,6 +141,16 @@ class RecordingsClient:
         """The host's sessions: ``{session_id, active, running, last_activity, status}``."""
         return list(self._request("GET", "/v1/sessions")["sessions"])
 
+    def durable_sessions(self) -> list[dict[str, Any]]:
+        """The host's durable sessions with their queue lengths (empty when it serves none).
+
+        Each: ``{session_id, busy, steering, send, pending_calls}``.
+        """
+        try:
+            return list(self._request("GET", "/v1/durable")["sessions"])
+        except NotFoundError:
+            return []
+
     def send(self, message: str, session_id: str | None = None, decision: str | None = None, *,
              turn_id: str | None = None, timeout: float | None = 300.0) -> dict[str, Any]:
         """Send a turn (or a decision for a paused session) and wait for the reply."""

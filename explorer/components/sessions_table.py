@@ -1,4 +1,5 @@
-"""The host's live sessions: which are active, which are running a turn, when they were last used."""
+"""The host's live sessions: which are active, which are running a turn, when they were last used,
+and for a durable session the messages waiting in its steering and send queues."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ class SessionsTable(DataTable[str | Text]):
         self.add_column("session", width=12)
         self.add_column("state", width=8)
         self.add_column("last", width=8)
+        self.add_column("queued", width=7)
         self.refresh_sessions()
 
     @work(thread=True, exclusive=True, group="host-sessions", exit_on_error=False)
@@ -57,7 +59,7 @@ class SessionsTable(DataTable[str | Text]):
         """Ask the host for its sessions (then select ``select``, or keep the cursor's)."""
         self._keep = select
         try:
-            sessions = self.host.sessions()
+            sessions = with_queues(self.host.sessions(), getattr(self.host, "durable_sessions", list)())
         except Exception as exc:  # the host went away: say so, try again at the next refresh
             self.post_message(self.LoadFailed(f"{type(exc).__name__}: {exc}"))
             return
@@ -74,8 +76,9 @@ class SessionsTable(DataTable[str | Text]):
             state = "running" if s.get("running") else ("active" if s.get("active") else s.get("status") or "idle")
             style = {"running": "cyan", "awaiting": "yellow", "failed": "red"}.get(state, "")
             last = s.get("last_activity")
+            queued = f"{s['steering']}s {s['send']}q" if "steering" in s else "-"
             self.add_row(head(s["session_id"], 12), Text(state, style=style),
-                         clock(last)[-8:] if last else "-", key=s["session_id"])
+                         clock(last)[-8:] if last else "-", queued, key=s["session_id"])
         ids = [s["session_id"] for s in self.sessions]
         if keep in ids:
             self.move_cursor(row=ids.index(keep), animate=False)
@@ -92,3 +95,15 @@ class SessionsTable(DataTable[str | Text]):
         event.stop()
         if event.row_key.value is not None:
             self.post_message(self.SessionHighlighted(str(event.row_key.value)))
+
+
+def with_queues(sessions: list[dict[str, Any]], durable: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The standing sessions with each durable session's queue lengths merged in (durable-only ones added)."""
+    by_id = {d["session_id"]: d for d in durable}
+    merged = [{**s, **_queues(by_id.pop(s["session_id"]))} if s["session_id"] in by_id else s for s in sessions]
+    merged += [{"session_id": d["session_id"], "running": d.get("busy", False), **_queues(d)} for d in by_id.values()]
+    return merged
+
+
+def _queues(d: dict[str, Any]) -> dict[str, Any]:
+    return {"steering": d.get("steering", 0), "send": d.get("send", 0), "pending_calls": d.get("pending_calls", 0)}

@@ -153,6 +153,9 @@ class FakeHost:
              "status": "answered"},
         ]
 
+    def durable_sessions(self) -> list[dict[str, Any]]:
+        return [{"session_id": "trip-7f3a", "busy": False, "steering": 1, "send": 2, "pending_calls": 0}]
+
     def send(self, message: str, session_id: str | None = None, decision: str | None = None) -> dict[str, Any]:
         return {"status": "answered", "session_id": session_id, "run_id": "r-000003",
                 "answer": "How about Café Einstein near your home in Berlin, tomorrow at 10:00?"}
