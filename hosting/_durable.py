@@ -15,8 +15,17 @@ from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
-from agent.durable import DurableAgent, InferenceSettings, PersistenceContext, SessionPersistence, Settled
+from agent import Agent
+from agent.durable import (
+    AgentProviders,
+    DurableAgent,
+    InferenceSettings,
+    PersistenceContext,
+    SessionPersistence,
+    Settled,
+)
 from agent.durable.errors import DurableError
+from tracer import Recorder
 
 from .errors import HostingError
 
@@ -39,6 +48,23 @@ def event_to_dict(event: Any) -> dict[str, Any]:
     if "result" in body and isinstance(body["result"], dict):  # RunFinished: the result without its pause
         body["result"].pop("pause", None)
     return {"type": type(event).__name__, **body}
+
+
+def agent_factory(build: Callable[[Recorder], Agent], recorder: Recorder) -> SessionFactory:
+    """Durable sessions shaped like the agent ``build`` makes: its provider, persona, tools and name.
+
+    The provider is registered as ``default`` with its own name as its compatibility type.
+    """
+    template = build(recorder)
+    providers = AgentProviders().add("default", template.provider, template.provider.name)
+
+    def make(session_id: str, persistence: SessionPersistence) -> DurableAgent:
+        agent = build(recorder)
+        return DurableAgent(session_id, providers=providers, provider="default", persistence=persistence,
+                            instructions=agent.persona, tools=list(agent.tools.values()), recorder=recorder,
+                            name=agent.name, model=agent.settings.model or None)
+
+    return make
 
 
 class DurableHost:

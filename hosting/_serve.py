@@ -22,6 +22,7 @@ from typing import Any
 
 import uvicorn
 
+from ._durable import DurableHost
 from ._standing import StandingAgent
 from .http import create_app
 
@@ -82,11 +83,12 @@ def serve(
     sock: socket.socket | None = None,
     on_started: Any = None,
     gateway: Any = None,
+    durable: DurableHost | None = None,
 ) -> None:
-    """Serve ``host`` (and a ``gateway`` of stored agents) over HTTP until SIGTERM/SIGINT; returns once
-    everything is flushed."""
+    """Serve ``host`` (a ``gateway`` of stored agents, ``durable`` sessions) over HTTP until SIGTERM/SIGINT;
+    returns once everything is flushed."""
     app = create_app(host, token=token, shutdown_grace=shutdown_grace, max_body_bytes=max_body_bytes,
-                     gateway=gateway)
+                     gateway=gateway, durable=durable)
     config = uvicorn.Config(
         app, host=bind, port=port, log_level=log_level, lifespan="on",
         # uvicorn waits this long for open requests; the host's own grace stops turns before it

@@ -98,10 +98,13 @@ def _sessions_store(spec: str, store: Store) -> SessionStore:
               help="The default agents JSON file the gateway seeds (default: footprint's bundled defaults).")
 @click.option("--agents-store", default="duckdb", show_default=True,
               help="Where stored agents live: duckdb (in --db), another DuckDB file, or a postgresql:// DSN.")
+@click.option("--durable/--no-durable", default=False, show_default=True,
+              help="Also serve durable sessions of the same agent under /v1/durable (steer, send, abort, compact, "
+                   "events), stored beside --sessions; unfinished ones continue after a restart.")
 def serve_command(
     db: str, bind: str, port: int, token: str | None, durability: str, agent_spec: str, shape: str,
     sessions_spec: str, max_active_sessions: int, on_concurrent: str, grace: float, host_id: str | None,
-    with_gateway: bool, agents_seed: str | None, agents_store: str,
+    with_gateway: bool, agents_seed: str | None, agents_store: str, durable: bool,
 ) -> None:
     """Start the standing-agent host: sessions, turns over HTTP, and the read API for recordings.
 
@@ -140,8 +143,9 @@ def serve_command(
                 err=True,
             )
 
+        durable_host = _durable_host(sessions_spec, store, build, recorder) if durable else None
         serve(host, token=token, shutdown_grace=grace, sock=sock, on_started=started, log_level="warning",
-              gateway=gateway)
+              gateway=gateway, durable=durable_host)
         click.echo("footprint host stopped; sessions and recordings flushed.", err=True)
     finally:
         store.close()
@@ -166,6 +170,25 @@ def _gateway(
     return Gateway(repository, settings=GatewaySettings({provider.name: provider}, provider.name),
                    sessions=sessions, recorder=recorder, durability=durability, on_concurrent_invoke=on_concurrent,
                    max_active_sessions=max_active_sessions, seed_file=seed, host_id=host_id)
+
+
+def _durable_host(spec: str, store: Store, build: Callable[[Recorder], Agent], recorder: Recorder) -> Any:
+    """Durable sessions of the served agent, in the storage --sessions names (tables ``fp_durable_*``)."""
+    from agent.durable import InMemoryPersistence, SessionPersistence
+
+    from ._durable import DurableHost, agent_factory
+    from .sessions import DuckDBPersistence, PostgresPersistence
+
+    persistence: SessionPersistence
+    if spec == "memory":
+        persistence = InMemoryPersistence()
+    elif spec.startswith(("postgresql://", "postgres://")) or "dbname=" in spec:
+        persistence = PostgresPersistence(spec, prefix="fp_durable")
+    elif spec == "duckdb" or Path(spec).resolve() == Path(store.path).resolve():
+        persistence = DuckDBPersistence(store, prefix="fp_durable")
+    else:
+        persistence = DuckDBPersistence(path=spec, prefix="fp_durable")
+    return DurableHost(agent_factory(build, recorder), persistence)
 
 
 def _host_id(port: int, db: str) -> str:

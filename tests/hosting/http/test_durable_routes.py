@@ -17,7 +17,8 @@ from agent.durable import (
     SessionPersistence,
 )
 from agent.providers import FunctionModel, ModelRequest
-from hosting import DurableHost, create_app
+from hosting import DurableHost, RecordingsClient, create_app
+from hosting._durable import agent_factory
 from tests.hosting.hostkit import serve_in_thread
 
 
@@ -116,6 +117,9 @@ def test_events_stream_as_server_sent_events() -> None:
         assert subscribed.wait(10)
         assert httpx.post(f"{base}/v1/durable/s/send", json={"text": "stream me"}).status_code == 202
         listener.join(10)
+        with RecordingsClient(base) as client:  # what the explorer's host panel reads
+            assert client.durable_sessions() == [
+                {"session_id": "s", "busy": False, "steering": 0, "send": 0, "pending_calls": 0}]
         types = [e["type"] for e in seen]
         assert types[0] == "MessageQueued" and "MessagesConsumed" in types and types[-1] == "TurnDone"
         assert seen[-1]["state"] == "answered" and seen[-1]["answer"] == "echo: stream me"
@@ -146,3 +150,24 @@ async def test_sessions_with_unfinished_work_go_on_after_a_restart() -> None:
     finally:
         await client.aclose()
         await lifespan.__aexit__(None, None, None)
+
+
+def test_a_client_of_a_host_without_durable_sessions_sees_none() -> None:
+    from tracer import Store
+
+    with serve_in_thread(create_app(recordings=Store.open(":memory:"))) as base, RecordingsClient(base) as client:
+        assert client.durable_sessions() == []
+
+
+async def test_agent_factory_shapes_sessions_like_the_served_agent() -> None:
+    from agent import Agent, Tool
+    from tracer import NullRecorder
+
+    ping = Tool("ping", "Ping.", {"type": "object"}, lambda a: "pong")
+    make = agent_factory(lambda recorder: Agent("helper", provider=FunctionModel(echo), persona="Be kind.",
+                                                tools=[ping], recorder=recorder), NullRecorder())
+    agent = make("s9", InMemoryPersistence())
+    assert (agent.id, agent.state.instructions, [t.name for t in agent.state.tools]) == ("s9", "Be kind.", ["ping"])
+    await agent.send("hi")
+    await agent.wait_for_idle()
+    assert agent.history[-1].text == "echo: hi"
