@@ -14,7 +14,12 @@ interleaved and the best of ``--repeat`` rounds is reported.
 
 Target: the team's recording ratio (exit / off time) is at most the single agent's.
 
-    .venv/bin/python bench/orchestrate.py [--runs 200] [--repeat 5]
+``--blame N`` then blames N generated teams (agent.orchestration.testing: random trees of agents
+and tools, each model using a random part of its results) and counts how often the responsible
+agent and the decisive stage are the ones the team's construction says (the earliest stage with a
+path of use to the answer), with the counterfactual re-runs it took.
+
+    .venv/bin/python bench/orchestrate.py [--runs 200] [--repeat 5] [--blame 200]
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import tempfile
 import time
 from pathlib import Path
@@ -36,8 +42,10 @@ from agent.orchestration import (
     PlanStep,
     PlanStore,
     agent_tool,
+    blame_team,
     plan_tools,
 )
+from agent.orchestration.testing import agents_of, build_team, expected_decisive, random_team
 from agent.providers import FunctionModel, ModelRequest, ModelResponse, ScriptedModel, calls
 from tracer import Recorder, Store
 
@@ -120,10 +128,37 @@ async def single_mode(mode: str, runs: int, workdir: Path, rounds: int = 5) -> f
     return time.perf_counter() - start
 
 
+async def blame_cases(cases: int) -> dict[str, float]:
+    """Blame ``cases`` generated teams; how often the agent and the stage are right, and the cost."""
+    agent_right = stage_right = reruns = agents = 0
+    start = time.perf_counter()
+    for seed in range(cases):
+        spec = random_team(random.Random(seed))
+        agents += sum(1 for _ in agents_of(spec))
+        with Store.open(":memory:") as store:
+            lead, members = build_team(spec, Recorder(store))
+            context = await lead.execute("start")
+            report = await blame_team(store, context.run_id or "", agents=members, repeats=1)
+            store.flush()
+            stages = [(s.ended_at or 0.0, d.run.agent, s.name, s.id)
+                      for d in (store.load_run(r) for r in report.agents) for s in d.stages if s.kind == "tool"]
+            expected = expected_decisive(spec, stages)
+            got = (report.responsible_agent, report.decisive.stage_id) if report.decisive else None
+            if expected is None:
+                agent_right += got is None
+            else:
+                agent_right += got is not None and got[0] == expected[0]
+            stage_right += got == expected
+            reruns += sum(len(t.fork_runs) for t in report.tested)
+    return {"cases": cases, "agent": agent_right, "stage": stage_right, "reruns": reruns, "agents": agents,
+            "seconds": time.perf_counter() - start}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200, help="team runs per round (default 200)")
     parser.add_argument("--repeat", type=int, default=5, help="rounds per mode; the best is reported (default 5)")
+    parser.add_argument("--blame", type=int, default=0, metavar="N", help="also blame N generated teams")
     args = parser.parse_args()
     best: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="footprint-bench-") as tmp:
@@ -148,6 +183,12 @@ def main() -> None:
     met = ratios["team"] <= ratios["single"]
     print(f"target: team recording ratio <= single agent's: {'met' if met else 'MISSED'} "
           f"({ratios['team']:.2f}x vs {ratios['single']:.2f}x)")
+    if args.blame:
+        found = asyncio.run(blame_cases(args.blame))
+        n = found["cases"]
+        print(f"blame on {n} generated teams ({found['agents'] / n:.1f} agents each): responsible agent right "
+              f"{found['agent']:.0f}/{n}, decisive stage right {found['stage']:.0f}/{n}; "
+              f"{found['reruns'] / n:.1f} re-runs and {found['seconds'] / n * 1000:.0f} ms per team")
 
 
 if __name__ == "__main__":
