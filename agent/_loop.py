@@ -37,7 +37,7 @@ from ._hooks import RunContext
 from ._memory import DROPPED_BY_WINDOW
 from ._pause import Paused, resume_batch
 from ._prompt import DROPPED_BY_LENGTH_CAP, PromptContext
-from .errors import ProviderError, ReplayMismatchError
+from .errors import ProviderCancelledError, ProviderError, ReplayMismatchError
 from .providers import ModelRequest, ModelResponse, ResponseDone, TextDelta, ToolCall, Usage
 from .providers._pricing import cost_of
 
@@ -124,6 +124,8 @@ class RunLoop:
             # a stale recording is a test failure, not a model failure: record it, then raise it
             result = self._fail(RunStatus.FAILED, "replay_mismatch", str(exc))
             reraise = exc
+        except ProviderCancelledError as exc:  # the provider's cancel(): the run was stopped, it did not fail
+            result = self._fail(RunStatus.CANCELLED, "cancelled", f"run {run.id} of agent {agent.name}: {exc}")
         except ProviderError as exc:
             result = self._fail(RunStatus.FAILED, "provider_error", f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # the framework failed: the run fails, recorded, never a crash

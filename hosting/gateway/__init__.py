@@ -9,7 +9,8 @@ caches it, and drops it when its definition or the tools change. The REST API ov
 
 from ._definition import AgentConfig, AgentDefinition, AgentRecord
 from ._duckdb import DuckDBAgents
-from ._gateway import Gateway, GatewaySettings, LiveAgent, session_key
+from ._gateway import Gateway
+from ._instance import GatewaySettings, LiveAgent, session_key
 from ._postgres import PostgresAgents
 from ._repository import AgentsRepository, InMemoryAgents
 from ._seeds import SyncReport, choose_agent, load_seed_file, parse_seeds

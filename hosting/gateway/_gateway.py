@@ -21,9 +21,8 @@ Lifecycle of a stored agent:
    re-checked at most every ``revalidate_after`` seconds, so an edit made on another host is
    picked up.
 
-Each stored agent's sessions are kept as ``<agent id>:<user id or ->:<session id>`` in the host's
-session store, and its runs carry the labels ``gateway`` and ``agent:<id>``. A session's system
-prompt follows the agent's: a PATCHed prompt applies from the session's next turn on.
+A stored agent's runs carry the labels ``gateway`` and ``agent:<id>``; how its sessions are keyed
+and how a PATCHed prompt reaches them is in :mod:`hosting.gateway._instance`.
 """
 
 from __future__ import annotations
@@ -34,14 +33,12 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent import Agent, Hooks, MemoryInjector, ModelSettings, PersonalMemory, RunContext, Tool, ToolRegistry
+from agent import MemoryInjector, PersonalMemory, Tool, ToolRegistry
 from agent.errors import UserError
-from agent.providers import Provider
 from tracer import Durability, Recorder, Run, RunFilter
 
 from .._reply import TurnReply
@@ -50,53 +47,12 @@ from .._turn import Emit
 from ..errors import SessionBusyError
 from ..sessions import InMemorySessions, SessionStore
 from ._definition import DEFAULT, AgentDefinition, AgentRecord, patched, record_from, validated
+from ._instance import GatewaySettings, LiveAgent, agent_factory, resolve, session_key
 from ._repository import AgentsRepository
 from ._seeds import SyncReport, choose_agent, load_seed_file
 from .errors import AgentDefinitionError, AgentNotFoundError
 
 log = logging.getLogger("footprint.gateway")
-NO_USER = "-"
-
-
-@dataclass(frozen=True)
-class GatewaySettings:
-    """The host's providers by name, and what ``default`` resolves to.
-
-    ``default_model`` empty: the provider's own model.
-    """
-
-    providers: Mapping[str, Provider]
-    default_provider: str
-    default_model: str = ""
-
-    def __post_init__(self) -> None:
-        if self.default_provider not in self.providers:
-            raise ValueError(f"GatewaySettings: the default provider {self.default_provider!r} is not one of "
-                             f"the providers ({', '.join(self.providers) or 'none'})")
-
-
-@dataclass(eq=False)
-class LiveAgent:
-    """A stored agent built for use: its definition as built, what it resolved to, and its host."""
-
-    record: AgentRecord
-    host: StandingAgent
-    provider: str
-    model: str
-    tools: list[str]
-    built_at: float = field(default_factory=time.monotonic)
-    checked_at: float = field(default_factory=time.monotonic)
-
-
-def session_key(agent_id: str, user_id: str | None, session_id: str) -> str:
-    """The session store key of a stored agent's session."""
-    return f"{agent_id}:{user_id or NO_USER}:{session_id}"
-
-
-def user_of(key: str | None) -> str | None:
-    """The user id in a :func:`session_key` (None for no user or another kind of session)."""
-    parts = (key or "").split(":", 2)
-    return parts[1] if len(parts) == 3 and parts[1] != NO_USER else None
 
 
 class Gateway:
@@ -347,32 +303,9 @@ class Gateway:
         return self.revalidate_after is not None and time.monotonic() - live.checked_at >= self.revalidate_after
 
     def _build(self, record: AgentRecord) -> LiveAgent:
-        config = record.config
-        provider_name = self.settings.default_provider if record.provider == DEFAULT else record.provider
-        provider = self.settings.providers.get(provider_name)
-        if provider is None:
-            raise AgentDefinitionError(
-                "provider", f"agent {record.id} names provider {provider_name!r}, which this host does not have "
-                            f"({', '.join(self.settings.providers)}); PATCH it to one of them")
-        model = self.settings.default_model if record.model == DEFAULT else record.model
-        try:
-            tools = self.registry.select(config.tools, config.tool_groups)
-        except UserError as exc:
-            raise AgentDefinitionError("tools", f"agent {record.id}: {exc}; PATCH its tools") from None
-        names = [t.name for t in tools]
-        injector = MemoryInjector(self.memory) if self.memory_injection else None
-        persona = record.system_prompt or "You are a helpful assistant."
-        settings = ModelSettings(model, temperature=config.temperature, max_tokens=config.max_tokens)
-
-        def factory() -> Agent:
-            agent = Agent(
-                record.name, provider=provider, persona=persona, model=settings, tools=tools, facts=injector,
-                clock=self.clock, recorder=self.recorder, max_turns=config.max_turns,
-                max_tool_calls=config.max_tool_calls, labels=("gateway", f"agent:{record.id}"),
-            )
-            agent.hooks = Hooks.merge([agent.hooks, Hooks(before_loop=lambda ctx: _enter_turn(agent, ctx))])
-            return agent
-
+        resolved = resolve(record, self.settings, self.registry)
+        factory = agent_factory(record, resolved, facts=MemoryInjector(self.memory) if self.memory_injection else None,
+                                recorder=self.recorder, clock=self.clock)
         host = StandingAgent(
             agent_factory=factory, sessions=self.sessions, durability=self.durability,
             on_concurrent_invoke=self.on_concurrent_invoke, max_active_sessions=self.max_active_sessions,
@@ -380,7 +313,7 @@ class Gateway:
             close_sessions=False, host_id=self.host_id,
         )
         self.builds += 1
-        return LiveAgent(record, host, provider_name, model or str(getattr(provider, "model", "") or ""), names)
+        return LiveAgent(record, host, resolved.provider_name, resolved.model_name, [t.name for t in resolved.tools])
 
     # ------------------------------------------------------------------ turns
 
@@ -426,10 +359,3 @@ class Gateway:
             await asyncio.gather(*list(self._closers), return_exceptions=True)
         with contextlib.suppress(Exception):
             await self.repository.close()
-
-
-def _enter_turn(agent: Agent, ctx: RunContext) -> None:
-    """Before each run: the session's user gets their memory, and the session the agent's current prompt."""
-    agent.user_id = user_of(ctx.session_id)
-    if agent.memory.has(agent.conversation_id):
-        agent.memory.update_system_prompt(agent.conversation_id, agent.persona)

@@ -323,3 +323,19 @@ async def test_every_attempt_is_recorded_on_the_inference_stage_even_when_all_fa
     attempts = inference.attributes["attempts"]
     assert [(a["provider"], a["outcome"], a["error_type"], a["fell_back"]) for a in attempts] == [
         ("first", "failed", "ProviderServerError", True), ("second", "failed", "ProviderTimeoutError", True)]
+
+
+async def test_an_agent_whose_fallback_chain_is_cancelled_ends_cancelled(request_of: MakeRequest) -> None:
+    from agent import Agent
+
+    started = asyncio.Event()
+    chain = FallbackProvider([stalling(started), answering("backup")])
+    agent = Agent("chained", provider=chain)
+    run = asyncio.ensure_future(agent.run("hello"))
+    await started.wait()
+    chain.cancel()
+
+    result = await run
+
+    assert (result.status, result.stop_reason) == ("cancelled", "cancelled")
+    assert agent.memory.unanswered_calls(agent.conversation_id) == []
