@@ -15,7 +15,9 @@ sessions of ``--turns`` turns each, per kind).
   Target (issue 16): the warm median within 10% of the code-defined median.
 * ``cold``: a stored agent's first use — its definition read from DuckDB, provider, model and tools
   resolved, its standing host built — and its turn: ``--cold`` times, each after the bench drops
-  the cached instance (a bench-only endpoint calls ``gateway.invalidate``).
+  the cached instance (a bench-only endpoint calls ``gateway.invalidate``); and the build alone,
+  timed in the host.
+* the repository at ``--agents`` agents (DuckDB): create, list all, get by name.
 
 "host CPU" is the host process's CPU time per turn (all threads), the figure least disturbed by
 other load on a shared machine. The load average is printed with the figures: compare ratios
@@ -74,13 +76,19 @@ def serve(db: str) -> None:
     app = create_app(host, gateway=gateway)
 
     async def with_controls(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/bench/invalidate/"):
-            gateway.invalidate(scope["path"].rsplit("/", 1)[1])
-            cpu = json.dumps({"cpu": time.process_time()}).encode()
+        if scope["type"] == "http" and scope["path"].startswith("/bench/"):
+            agent_id = scope["path"].rsplit("/", 1)[1]
+            gateway.invalidate(agent_id)
+            built = 0.0
+            if scope["path"].startswith("/bench/build/"):  # the first use's build alone, without a turn
+                started = time.perf_counter()
+                await gateway.instance(agent_id)
+                built = time.perf_counter() - started
+            body = json.dumps({"built": built}).encode()
             await send({"type": "http.response.start", "status": 200,
                         "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(cpu)).encode())]})
-            await send({"type": "http.response.body", "body": cpu})
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
             return
         await app(scope, receive, send)
 
@@ -127,6 +135,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=20, help="sessions per kind (default 20)")
     parser.add_argument("--turns", type=int, default=10, help="turns per session (default 10)")
     parser.add_argument("--cold", type=int, default=30, help="cold first uses (default 30)")
+    parser.add_argument("--agents", type=int, default=1000, help="agents for the repository figures (default 1000)")
     parser.add_argument("--serve", metavar="DB", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -165,10 +174,12 @@ def main() -> None:
                     cpu["code"] += middle - before
                     cpu["stored"] += host_cpu(proc.pid) - middle
             cold: list[float] = []
+            builds: list[float] = []
             for index in range(args.cold):
                 client.post(f"/bench/invalidate/{agent_id}")
                 cold.append(client.post(f"/api/agents/{agent_id}/chat",
                                         {"message": "first", "session_id": f"cold-{index}"})[0])
+                builds.append(client.post(f"/bench/build/{agent_id}")[1]["built"])
         finally:
             proc.terminate()
             proc.wait(timeout=60)
@@ -178,9 +189,42 @@ def main() -> None:
     print(f"code-defined turn   {summary(code)}   host CPU {cpu['code'] / n * 1000:.2f} ms/turn")
     print(f"stored, warm        {summary(stored)}   host CPU {cpu['stored'] / n * 1000:.2f} ms/turn")
     print(f"stored, cold        {summary(cold)}   (first use after the cached instance was dropped)")
+    print(f"  of which the build {summary(builds)}   (definition read from DuckDB, resolved, host built)")
     print(f"warm / code-defined median: {ratio:.3f} (target <= {TARGET_WARM_RATIO:.2f}: "
           f"{'met' if ratio <= TARGET_WARM_RATIO else 'NOT met'});  "
           f"host CPU ratio {cpu['stored'] / max(cpu['code'], 1e-9):.3f}")
+    repository_at_size(args.agents)
+
+
+def repository_at_size(count: int) -> None:
+    """Create ``count`` agents in a DuckDB repository, then list, look up and count them."""
+    import asyncio
+
+    from hosting.gateway import DuckDBAgents
+    from hosting.gateway._definition import record_from, validated
+
+    async def run(path: str) -> None:
+        repository = DuckDBAgents(path=path)
+        started = time.perf_counter()
+        for index in range(count):
+            await repository.create(record_from(validated({"name": f"agent {index}", "systemPrompt": "x" * 2000,
+                                                           "tools": ["a", "b"], "triggers": ["kw"]})))
+        created = time.perf_counter() - started
+        started = time.perf_counter()
+        listed = await repository.list(limit=100_000)
+        list_time = time.perf_counter() - started
+        started = time.perf_counter()
+        for index in range(0, count, max(1, count // 100)):
+            await repository.get_by_name(f"AGENT {index}")
+        lookups = min(count, 100)
+        by_name = (time.perf_counter() - started) / lookups
+        assert len(listed) == count == await repository.count()
+        await repository.close()
+        print(f"repository at {count} agents (DuckDB): create {created / count * 1000:.2f} ms each, "
+              f"list all {list_time * 1000:.1f} ms, get by name {by_name * 1000:.2f} ms")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(run(str(Path(tmp) / "agents.duckdb")))
 
 
 if __name__ == "__main__":
