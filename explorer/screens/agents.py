@@ -21,6 +21,12 @@ from ..components.runs_table import RunsTable
 class AgentsScreen(Screen[None]):
     """Stored agents on the left; the picked agent's prompt and its recent runs (enter opens one) on the right."""
 
+    # its own layout here rather than in explorer.tcss: the panel is one file
+    DEFAULT_CSS = """
+    #agents-table { width: 64; border-right: solid $primary-darken-2; }
+    #agents-title { height: auto; max-height: 6; padding: 0 1; background: $boost; }
+    """
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "refresh", "Refresh"),
         Binding("escape", "back", "Back"),
