@@ -96,8 +96,12 @@ class ToolRule:
     rate_limit: int | None = None
     path_arguments: tuple[str, ...] = PATH_ARGUMENTS
     host_arguments: tuple[str, ...] = HOST_ARGUMENTS
+    _path_names: frozenset[str] = field(init=False, repr=False, compare=False, default=frozenset())
+    _host_names: frozenset[str] = field(init=False, repr=False, compare=False, default=frozenset())
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_path_names", frozenset(self.path_arguments))
+        object.__setattr__(self, "_host_names", frozenset(self.host_arguments))
         if self.category not in CATEGORIES and self.category != META_CATEGORY:
             raise UserError(f"unknown tool category {self.category!r}; use one of {', '.join(CATEGORIES)}")
         if self.level is None:
@@ -339,13 +343,14 @@ class PermissionChecker:
 
     def _path_refusal(self, rule: ToolRule, user: UserPermissions, args: dict[str, Any],
                       workspace: str | None) -> str | None:
-        values = argument_values(args, rule.path_arguments)
+        values = argument_values(args, rule._path_names)
         if not values:
             return None
-        roots = user.allowed_paths if user.allowed_paths is not None else self._roots_of(workspace)
+        workspace_roots = self._roots_of(workspace)
+        roots = user.allowed_paths if user.allowed_paths is not None else workspace_roots
         if not roots:
             return "no workspace or allowed paths are configured, so file tools may reach no path"
-        base = self._roots_of(workspace)[0] if workspace else None
+        base = workspace_roots[0] if workspace_roots else None
         for arg, value in values:
             try:
                 resolved = resolve_path(value, base)
@@ -376,7 +381,7 @@ def _host_pattern(pattern: str) -> str:
 
 def _host_refusal(rule: ToolRule, allowed: Iterable[str], args: dict[str, Any]) -> str | None:
     allowed = tuple(allowed)
-    for arg, value in argument_values(args, rule.host_arguments):
+    for arg, value in argument_values(args, rule._host_names):
         try:
             host = host_of(value)
         except ValueError as exc:

@@ -16,7 +16,7 @@ import functools
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,14 +24,16 @@ from urllib.parse import urlsplit
 PATH_ARGUMENTS = ("path", "paths", "file", "file_path", "filename", "directory", "dir", "source", "destination")
 HOST_ARGUMENTS = ("url", "urls", "host", "hostname", "endpoint")
 
+_LINK = stat.S_IFLNK
 _UNSAFE_URL = re.compile(r"[\x00-\x20\x7f\\]")
 
 
-def argument_values(arguments: dict[str, Any], names: Sequence[str]) -> list[tuple[str, str]]:
+def argument_values(arguments: dict[str, Any], names: Collection[str]) -> list[tuple[str, str]]:
     """(argument name, value) for each named argument present: strings, or strings in a list."""
     out: list[tuple[str, str]] = []
-    for name in names:
-        value = arguments.get(name)
+    for name, value in arguments.items():  # a call has a few arguments; the names set may be long
+        if name not in names:
+            continue
         if isinstance(value, str):
             out.append((name, value))
         elif isinstance(value, list):
@@ -48,25 +50,25 @@ def resolve_path(value: str, base: str | None) -> str:
     """
     if "\x00" in value:
         raise ValueError("the path contains a NUL character")
-    start = os.sep if os.path.isabs(value) else (base or os.path.realpath(os.getcwd()))
-    current = start
+    start = os.sep if value.startswith(os.sep) else (base or os.path.realpath(os.getcwd()))
+    current = start.rstrip(os.sep)  # "" stands for the root while walking
     parts = value.split(os.sep)
     for i, part in enumerate(parts):
         if part in ("", "."):
             continue
         if part == "..":
-            current = os.path.dirname(current)  # current holds no link, so this is the real parent
+            current = current[:current.rfind(os.sep)]  # current holds no link: this is the real parent
             continue
-        current = os.path.join(current, part)
+        current = f"{current}{os.sep}{part}"
         try:
             mode = os.lstat(current).st_mode
         except (FileNotFoundError, NotADirectoryError):
             if ".." in parts[i + 1:]:  # climbing out of what does not exist may land on a link
                 return os.path.realpath(os.path.join(start, value))
             return os.path.normpath(os.path.join(current, *parts[i + 1:]))  # nothing below exists
-        if stat.S_ISLNK(mode):
+        if mode & 0o170000 == _LINK:
             return os.path.realpath(os.path.join(start, value))
-    return current
+    return current or os.sep
 
 
 def path_inside(path: str, roots: Iterable[str]) -> bool:
