@@ -21,6 +21,7 @@ from ._codegen import (
     code_tool,
 )
 from ._context import ToolContext
+from ._factories import permission_checker, permissive_checker, restrictive_checker
 from ._governance import enforce, with_permission_check
 from ._meta import LIMIT_ARGUMENTS, META_TOOL_NAMES, apply_tool_limits, cap_result, meta_tools, tool_help
 from ._permissions import (
@@ -31,9 +32,6 @@ from ._permissions import (
     PermissionPolicy,
     ToolRule,
     UserPermissions,
-    permission_checker,
-    permissive_checker,
-    restrictive_checker,
 )
 from ._ratelimit import SlidingWindow
 from ._registry import ToolRegistry
