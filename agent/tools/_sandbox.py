@@ -13,6 +13,8 @@ memory is watched and the process killed once it passes the cap plus the runtime
 (memory outside the heap, such as big ArrayBuffers), with an address-space backstop as the last
 line; CPU time is an OS limit (``RLIMIT_CPU``, 30 s) and wall time a deadline (30 s) after which
 the process group is killed. Output past 64 KB per stream is cut. Each end is named in the result.
+The CPU limit and the memory watch use Linux's ``prlimit`` and ``/proc``; elsewhere the heap cap and
+the wall limit still hold.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import resource
 import shutil
 import signal
 import tempfile
@@ -213,6 +214,10 @@ class _Capped:
 
 
 def _limit(pid: int, limits: SandboxLimits) -> None:
+    try:
+        import resource  # POSIX only: elsewhere the heap cap and the wall limit still hold
+    except ImportError:
+        return
     try:
         resource.prlimit(pid, resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
         resource.prlimit(pid, resource.RLIMIT_CORE, (0, 0))
