@@ -145,6 +145,9 @@ class WhyScreen(Screen[None]):
                     text.append(f" in run {node.origin.run_id}", style="dim")
         else:
             text.append(f"{node.stage_kind} {node.stage_name or ''} of run {node.run_id}", style="dim")
+        stage = node if node.node == "stage" else next((c for c in node.children if c.node == "stage"), None)
+        if stage is not None and stage.note:  # what the stage said of itself: a refusal and its rule, say
+            text.append(f"\n{stage.note}", style="yellow")
         detail.update(text)
 
     def on_evidence_tree_node_chosen(self, message: EvidenceTree.NodeChosen) -> None:
