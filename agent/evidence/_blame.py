@@ -36,6 +36,7 @@ from ._counterfactual import CounterfactualResult, counterfactual
 from ._edits import Edit
 from ._rebuild import Once
 from ._recording import PLACE_RUN, RecordedRun, read_recording
+from .errors import EvidenceError
 
 
 @dataclass
@@ -166,11 +167,16 @@ def _order(recording: RecordedRun, item_hash: str) -> tuple[int, int]:
 
 def suspects(
     store: Store, run_id: str, recording: RecordedRun, *, include_tool_definitions: bool = False,
-    alternatives: Mapping[str, str] | None = None,
+    alternatives: Mapping[str, str] | None = None, order: str = "rank",
 ) -> tuple[list[Suspect], list[Skipped]]:
-    """The items `why` names for the answer of ``run_id``, ranked, split into suspects and skipped items."""
+    """The items `why` names for the answer of ``run_id``, split into suspects and skipped items, in
+    ``order``: ``rank`` (most likely first) or ``context`` (the order the context was built)."""
     data = recording.data
     ranked = rank(why(store, run_id), names=recording.names)
+    if order == "context":
+        ranked = sorted(ranked, key=lambda r: r.position)
+    elif order != "rank":
+        raise EvidenceError(f"order must be rank or context, not {order!r}")
     answer = data.answer_hash()
     question = {h for s in data.stages if s.kind == StageKind.INPUT for h in data.outputs.get(s.id, [])}
     first_turn: dict[str, int] = {}
@@ -263,6 +269,7 @@ async def blame(
     include_left_out: bool = True,
     alternatives: Mapping[str, str] | None = None,
     bisect_above: int = 8,
+    order: str = "rank",
     recorder: Recorder | None = None,
     on_progress: Callable[[str], None] | None = None,
 ) -> BlameReport:
@@ -271,14 +278,15 @@ async def blame(
     More than ``bisect_above`` suspects are tested in groups (the top one alone, then the rest,
     split while a group changes the answer). Each counterfactual runs ``repeats`` times against
     ``provider`` after a control (see :func:`counterfactual` for tools and ``new_calls``).
-    ``alternatives`` (item name or hash -> text) lets model outputs of the run be tested.
+    ``alternatives`` (item name or hash -> text) lets model outputs of the run be tested;
+    ``order="context"`` tests in the order the context was built instead of `why`'s ranking.
     """
     started = time.perf_counter()
     store.flush()
     run_id = store.resolve_run_id(run)
     recording = read_recording(store.load_run(run_id))
     tested, skipped = suspects(store, run_id, recording, include_tool_definitions=include_tool_definitions,
-                               alternatives=alternatives)
+                               alternatives=alternatives, order=order)
     report = BlameReport(run_id, recording.data.run.output or "", tested, skipped)
     if include_left_out:
         report.left_out = _left_out(recording, {s.item_hash for s in tested})
