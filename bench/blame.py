@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.evidence import blame  # noqa: E402
-from agent.providers import FunctionModel  # noqa: E402
-from tests.agent.evidence.planted import depot_model, planted  # noqa: E402
-from tracer import Store, rank, why  # noqa: E402
+from agent.evidence import blame
+from agent.providers import FunctionModel
+from tests.agent.evidence.planted import depot_model, planted
+from tracer import Store, rank, why
 
 
 async def sizes(store: Store, wanted: list[int], per_size: int, order: str) -> None:
