@@ -83,9 +83,10 @@ def _candidates(evidence: Evidence) -> list[tuple[EvidenceNode, str | None]]:
         for child in node.children:
             if child.node == "stage":
                 walk(child, child.run_id if child.stage_kind == "inference" else sent_in)
-            elif child.item_hash not in seen and not child.seen:
-                seen.add(child.item_hash)
-                out.append((child, sent_in))
+            elif not child.seen:  # the same content from another origin: listed once, its origin walked
+                if child.item_hash not in seen:
+                    seen.add(child.item_hash)
+                    out.append((child, sent_in))
                 walk(child, sent_in)
 
     walk(root, root.run_id)

@@ -33,6 +33,7 @@ from ..tools import Tool, ToolRegistry
 from ._chain import Chain, chain_of
 from ._control import Comparator, Controls
 from ._counterfactual import CounterfactualResult, counterfactual
+from ._earlier import through_earlier
 from ._edits import Edit
 from ._rebuild import Once
 from ._recording import PLACE_RUN, RecordedRun, read_recording
@@ -55,7 +56,8 @@ class Suspect:
     run_ids: list[str] = field(default_factory=list)
     source: str = ""  # where the item came from, as a reader names it: its name, e.g. "memory:profile.city"
     name: str = ""
-    action: str = "remove"  # the edit that tests it: remove | nothing | replace | restore
+    action: str = "remove"  # the edit that tests it: remove | nothing | replace | restore | through
+    earlier_run: str | None = None  # for "through": the earlier run that last sent it
     alternative: str | None = None
     score: float = 0.0
     reasons: list[str] = field(default_factory=list)
@@ -72,7 +74,7 @@ class Suspect:
             return Edit.replace(self.item_hash, self.alternative or "")
         if self.action == "restore":
             return Edit.restore(self.item_hash)
-        return Edit.remove(self.item_hash)
+        return Edit.remove(self.item_hash)  # ("through" is tested in its earlier run: see _earlier)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form."""
@@ -184,6 +186,8 @@ def suspects(
         for entry in inference.entries:
             first_turn.setdefault(entry.item_hash, inference.turn)
     given = _alternatives(recording, alternatives or {})
+    left_out = {e.item_hash for i in recording.inferences for e in i.dropped}
+    earlier_tested = 0
     out: list[Suspect] = []
     skipped: list[Skipped] = []
     for position, node in enumerate(ranked, 1):
@@ -192,6 +196,18 @@ def suspects(
             continue
         name = recording.name(item_hash) if item_hash in recording.names else (node.name or item_hash[:12])
         reason = _skip_reason(node, item_hash, first_turn, question, recording, include_tool_definitions, given)
+        if reason == _EARLIER and item_hash in left_out:
+            reason = "left out of this run's calls by its window or cap: tested by restoring it"
+        elif reason == _EARLIER and node.run_id and node.kind != ItemKind.TOOL_CALL:
+            if earlier_tested < EARLIER_TESTED:
+                earlier_tested += 1
+                out.append(Suspect(item_hash, node.kind, node.text, node.origin, 1, source=name, name=name,
+                                   score=node.score, reasons=list(node.reasons), rank=position, action="through",
+                                   earlier_run=node.run_id, order=(-1, 0)))
+                continue
+            reason = f"sent only to an earlier run's model ({node.run_id}); ranked below the {EARLIER_TESTED} such items tested"
+        elif reason == _EARLIER:
+            reason = f"sent only to an earlier run's model ({node.run_id})"
         if reason:
             skipped.append(Skipped(item_hash, node.kind, node.text, reason, name))
             continue
@@ -206,6 +222,11 @@ def suspects(
     return out, skipped
 
 
+_EARLIER = "earlier"  # a marker: sent only to an earlier run's model
+#: How many items sent only to earlier runs blame tests there (the highest ranked), at two steps each.
+EARLIER_TESTED = 8
+
+
 def _alternatives(recording: RecordedRun, alternatives: Mapping[str, str]) -> dict[str, str]:
     """Alternatives keyed by item hash (the caller names items by name, hash or hash prefix)."""
     return {resolve_item(recording.data, ref, recording.names): text for ref, text in alternatives.items()}
@@ -218,8 +239,7 @@ def _skip_reason(
     kind = node.kind
     run_id = recording.run_id
     if item_hash not in first_turn:
-        return (f"sent only to an earlier run's model ({node.run_id}); it reaches this answer through what that "
-                f"run produced: blame {node.run_id} tests it where it acted")
+        return _EARLIER
     if kind == ItemKind.SETTINGS:
         return "settings are not context (try counterfactual --replace with other settings)"
     if kind == ItemKind.TOOL_DEFINITION and not include_tool_definitions:
@@ -351,7 +371,26 @@ async def blame(
         await alone(group[0])
         await search(group[1:])
 
-    await find(tested)
+    await find([s for s in tested if s.action != "through"])
+    for suspect in (s for s in tested if s.action == "through"):
+        assert suspect.earlier_run is not None
+        found = await through_earlier(store, recording, suspect.item_hash, suspect.earlier_run, provider=provider,
+                                      tools=tools, repeats=repeats, comparator=comparator, new_calls=new_calls,
+                                      executions=executions, controls=controls)
+        here = found.here
+        reruns += len(found.earlier.outcomes) + (len(here.outcomes) if here is not None else 0)
+        suspect.verdict, suspect.via = found.verdict, f"in run {suspect.earlier_run}"
+        suspect.reason = found.note if found.verdict == "inconclusive" else ""
+        if here is not None:
+            suspect.changed, suspect.repeats = here.changed, len(here.outcomes)
+            suspect.run_ids = [o.run_id for o in found.earlier.outcomes] + [o.run_id for o in here.outcomes]
+            suspect.reason = here.reason
+        else:
+            suspect.repeats = len(found.earlier.outcomes)
+            suspect.run_ids = [o.run_id for o in found.earlier.outcomes]
+        progress(f"through run {suspect.earlier_run}: {suspect.name}: {suspect.verdict}")
+        if suspect.verdict == "flips":
+            suspect.chain = chain_of(recording, suspect.item_hash)
     if report.left_out:
         progress(f"{len(report.left_out)} item(s) left out of the answering call: restoring them")
         await search(report.left_out) if len(report.left_out) > 1 else await alone(report.left_out[0])

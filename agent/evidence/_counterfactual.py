@@ -32,7 +32,7 @@ from ..errors import ToolRejectedError
 from ..providers import Provider
 from ..tools import Tool, ToolRegistry, result_text
 from ._control import Comparator, Control, Controls
-from ._edits import Edit, ResolvedEdit, plan, resolve
+from ._edits import Edit, Plan, ResolvedEdit, plan, resolve
 from ._rebuild import Once, ServedTools
 from ._recording import RecordedInference, RecordedRun, call_key, read_recording
 from ._rerun import rerun
@@ -214,10 +214,37 @@ async def counterfactual(
     if recording is None:
         store.flush()
         recording = read_recording(store.load_run(store.resolve_run_id(run)))
-    run_id = recording.run_id
     start = resolve_stage(recording, stage, [e.item for e in edit_list])
     resolved = resolve(recording, start.turn - 1, edit_list)
     planned = plan(recording, resolved)
+    return await run_plan(store, recording, planned, resolved, provider=provider, tools=tools, repeats=repeats,
+                          comparator=comparator, new_calls=new_calls, recorder=recorder, executions=executions,
+                          controls=controls, on_outcome=on_outcome, flush=flush, started=started)
+
+
+async def run_plan(
+    store: Store,
+    recording: RecordedRun,
+    planned: Plan,
+    resolved: list[ResolvedEdit],
+    *,
+    provider: Provider,
+    tools: Sequence[Tool] | ToolRegistry = (),
+    repeats: int = 3,
+    comparator: Comparator | None = None,
+    new_calls: str = "durable",
+    recorder: Recorder | None = None,
+    executions: Once | None = None,
+    controls: Controls | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
+    flush: bool = True,
+    started: float | None = None,
+    described: dict[str, Any] | None = None,
+) -> CounterfactualResult:
+    """The counterfactual of a prepared plan: the control first, then ``repeats`` re-runs compared to the
+    recorded answer (``described`` is recorded as the forks' edit instead of ``resolved``)."""
+    started = time.perf_counter() if started is None else started
+    run_id = recording.run_id
     fork = recording.inferences[min(planned.fork, len(recording.inferences) - 1)]
     real_tools = _tool_map(tools)
     shared = executions or Once()
@@ -243,7 +270,8 @@ async def counterfactual(
     for repeat in range(repeats):
         tools_now = served()
         done = await rerun(recording, planned, live=provider, tools=tools_now, recorder=base, kind="counterfactual",
-                           edit={"edits": [e.to_dict() for e in resolved], "repeat": repeat + 1, "of": repeats},
+                           edit={**(described or {"edits": [e.to_dict() for e in resolved]}), "repeat": repeat + 1,
+                                 "of": repeats},
                            session_id=f"counterfactual:{run_id}")
         answer = done.result.answer or done.result.question or ""
         if done.result.status == original.status:
