@@ -101,6 +101,9 @@ def blame_verdict(store: Store, run_id: str, *, provider: Provider, tools: Seque
         if suspect not in culprits:
             verdict.add(f"{suspect.verdict} ({suspect.via}): {suspect.source}: {one_line(suspect.text, 120)}",
                         _STYLES.get(suspect.verdict, "dim"))
+    for suspect in report.left_out:  # what the window or the prompt cap left out, restored
+        verdict.add(f"{suspect.verdict} (restored): {suspect.source}: {one_line(suspect.text, 120)}",
+                    _STYLES.get(suspect.verdict, "dim"))
     for skipped in report.skipped:
         verdict.add(f"not tested ({skipped.reason}): {one_line(skipped.text, 100)}", "dim")
     for note in report.notes:
