@@ -426,3 +426,45 @@ def test_resolve_path_agrees_with_realpath(parts: list[str], absolute: bool) -> 
         base = os.path.join(root, "sub")
         value = os.path.join(base if absolute else "", *parts)
         assert resolve_path(value, base) == os.path.realpath(os.path.join(base, value))
+
+
+LEVELS = ["none", "read", "write", "execute", "admin"]
+CATEGORY_NAMES = ["file_read", "file_write", "network_read", "network_write", "memory", "code_execute", "system",
+                  "custom"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(level=st.sampled_from(LEVELS), categories=st.sets(st.sampled_from(CATEGORY_NAMES)),
+       tool_category=st.sampled_from([*CATEGORY_NAMES, None]), allowed=st.booleans(), denied=st.booleans(),
+       confirm=st.booleans(), confirmed=st.booleans())
+def test_generated_policies_keep_the_sequences_promises(
+    level: str, categories: set[str], tool_category: str | None, allowed: bool, denied: bool, confirm: bool,
+    confirmed: bool,
+) -> None:
+    t = make("t", tool_category, requires_confirmation=confirm)
+    user = UserPermissions(level=level, categories=categories, allowed_tools={"t"} if allowed else set(),
+                           denied_tools={"t"} if denied else set(), allowed_paths=("/",))
+    d = permission_checker(default=user, global_rate_limit=None).check(t, ctx(confirmed=confirmed))
+    if tool_category is None:
+        assert d.rule == "unknown_tool"
+        return
+    if denied:
+        assert (d.outcome, d.rule) == ("denied", "denied_tools")
+        return
+    if allowed:
+        assert d.rule not in ("level", "category")
+    else:
+        needs = PermissionLevel.of(
+            {"file_read": "read", "network_read": "read", "memory": "read", "file_write": "write",
+             "network_write": "write", "custom": "write", "code_execute": "execute", "system": "admin"}[tool_category])
+        expected = "level" if PermissionLevel.of(level) < needs else (
+            "category" if tool_category not in categories else None)
+        if expected is not None:
+            assert d.rule == expected
+            return
+    assert d.outcome == ("needs_confirmation" if confirm and not confirmed else "allowed")
+    # more privilege never takes a permission away
+    more = UserPermissions(level="admin", categories=set(CATEGORY_NAMES) | categories,
+                           allowed_tools=user.allowed_tools, allowed_paths=("/",))
+    assert permission_checker(default=more, global_rate_limit=None).check(t, ctx(confirmed=confirmed)).outcome == (
+        d.outcome)
