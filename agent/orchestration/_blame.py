@@ -233,7 +233,7 @@ async def _test(
     if member is None:
         suspect.verdict, suspect.note = "inconclusive", f"no provider given for agent {sent_in.run.agent}"
         return
-    edit = Edit.replace(suspect.item_hash, "") if suspect.item_kind == ItemKind.TOOL_RESULT else \
+    edit = Edit.returned_nothing(suspect.item_hash) if suspect.item_kind == ItemKind.TOOL_RESULT else \
         Edit.remove(suspect.item_hash)
     try:
         result = await counterfactual(store, suspect.sent_in, edits=[edit], provider=member.provider,
