@@ -18,8 +18,10 @@ OpenRun = Callable[[str, str], None]
 def register(group: click.Group, *, open_run: OpenRun | None = None) -> None:
     """Add the agent commands to ``group`` (``open_run`` opens the explorer at a run after the demo)."""
     from .evidence import cli as evidence_cli
+    from .orchestration import cli as orchestration_cli
 
     evidence_cli.register(group)
+    orchestration_cli.register(group)
 
     @group.command()
     @db_option
