@@ -167,6 +167,11 @@ def _find(recording: RecordedRun, ref: str, start: int, restore: bool) -> tuple[
                     f"{recording.run_id} from inference {start + 1} on")
 
 
+def _made_by_run(recording: RecordedRun, item_hash: str) -> bool:
+    """True when a model call or a tool call of the run itself produced ``item_hash``."""
+    return _producer(recording, item_hash) is not None or any(c.result_hash == item_hash for c in recording.calls)
+
+
 def _producer(recording: RecordedRun, item_hash: str) -> int | None:
     """The index of the inference of this run whose response holds ``item_hash``."""
     for index, inference in enumerate(recording.inferences):
@@ -190,6 +195,8 @@ def resolve(recording: RecordedRun, start: int, edits: Sequence[Edit]) -> list[R
         if action == "remove" and item.kind == ItemKind.TOOL_RESULT:
             action = "nothing"  # its call stays: the model must not simply fetch the same result again
         place = recording.places.get(item_hash, PLACE_RUN)
+        if _made_by_run(recording, item_hash):
+            place = PLACE_RUN  # the same content may also be in the history: the run's own is the one edited
         if action == "restore":
             place = PLACE_SYSTEM if any(ci.item.hash == item_hash for ci in recording.system_dropped) else PLACE_HISTORY
         replacement = None

@@ -15,6 +15,7 @@ import importlib
 import inspect
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -292,6 +293,8 @@ def _import(ref: str, what: str) -> Any:
     module_name, _, attr = ref.partition(":")
     if not module_name or not attr:
         raise click.BadParameter(f"{ref!r} is not MODULE:NAME", param_hint=what)
+    if os.getcwd() not in sys.path:  # as `python -m` does: your project's modules, from where you stand
+        sys.path.append(os.getcwd())
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
