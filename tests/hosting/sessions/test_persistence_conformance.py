@@ -135,6 +135,30 @@ async def test_a_transaction_lands_whole_or_not_at_all(store: SessionPersistence
     assert list(await store.read_values(ctx(), "")) == []
 
 
+async def test_a_cancelled_transaction_rolls_back_and_the_store_goes_on(store: SessionPersistence) -> None:
+    """DurableAgent.abort() cancels a turn wherever it is, also inside a transaction: nothing of it lands."""
+    import asyncio
+
+    await store.write_value(ctx(), "tool.0000", {"id": "c1"})
+    inside = asyncio.Event()
+
+    async def commit_result(tx: PersistenceContext) -> None:
+        await store.append(tx, SessionRecord("tool", {"text": "result"}))
+        await store.delete_value(tx, "tool.0000")
+        inside.set()
+        await asyncio.sleep(30)  # cancelled here, with the writes pending
+
+    task = asyncio.ensure_future(store.transaction(ctx(), commit_result))
+    await asyncio.wait_for(inside.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert list(await store.load(ctx())) == []
+    assert [k for k, _ in await store.read_values(ctx(), "")] == ["tool.0000"]
+    await store.append(ctx(), SessionRecord("tool", {"text": "after"}))  # the store is usable again
+    assert bodies(await store.load(ctx())) == [("tool", {"text": "after"})]
+
+
 async def test_a_nested_transaction_joins_the_outer_one(store: SessionPersistence) -> None:
     async def inner(tx: PersistenceContext) -> None:
         await store.append(tx, SessionRecord("user", {"text": "inner"}))
