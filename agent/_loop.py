@@ -302,10 +302,14 @@ class RunLoop:
             ctx = RunContext(agent.name, self.run.id, self.session, self.turns)
             await self.hook("before_turn", ctx)
             inference, response, outputs = await self._infer(ctx, after, edge)
-            if not response.tool_calls:
+            calls = response.tool_calls
+            if calls and any(c.settled for c in calls):  # the provider ran these itself: nothing to run
+                calls = tuple(c for c in calls if not c.settled)
+                outputs = [ci for ci in outputs if not ci.item.body.get("settled")]
+            if not calls:
                 with self.run.stage(StageKind.ANSWER, "answer", after=[inference]) as answer:
-                    final = outputs[0] if outputs else ContextItem(
-                        Item.of_text(ItemKind.ASSISTANT, ""), inference.origin())
+                    final = outputs[0] if outputs and outputs[0].item.kind == ItemKind.ASSISTANT else ContextItem(
+                        Item.of_text(ItemKind.ASSISTANT, response.text), inference.origin())
                     answer.inputs([final])
                     answer.output(final.item)
                 self.tail = [answer]
@@ -316,7 +320,7 @@ class RunLoop:
                 raise _Stop("max_tool_calls",
                             f"agent {agent.name} would exceed its limit of {agent.max_tool_calls} tool calls "
                             f"({self.tool_calls} made, {len(call_items)} more requested)", call_items)
-            after = await self.tool_batch(ctx, inference, list(response.tool_calls), call_items, {})
+            after = await self.tool_batch(ctx, inference, list(calls), call_items, {})
             edge = EdgeKind.JOIN
             await self.hook("after_turn", ctx)
             if self.driver is not None:
@@ -355,8 +359,10 @@ class RunLoop:
         if response.text or not response.tool_calls:
             outputs.append(stage.output(Item(ItemKind.ASSISTANT, {"text": response.text})))
         for call in response.tool_calls:
-            outputs.append(stage.output(Item(ItemKind.TOOL_CALL,
-                                             {"id": call.id, "name": call.name, "arguments": call.arguments})))
+            body = {"id": call.id, "name": call.name, "arguments": call.arguments}
+            if call.settled:
+                body["settled"] = True
+            outputs.append(stage.output(Item(ItemKind.TOOL_CALL, body)))
         stage.set(model=self.model, provider=response.provider, finish_reason=response.finish_reason,
                   response_id=response.response_id, input_tokens=usage.input_tokens,
                   output_tokens=usage.output_tokens, cached_tokens=usage.cached_tokens, turn=self.turns,

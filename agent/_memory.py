@@ -215,7 +215,8 @@ class ConversationMemory:
                 break
             if kind == ItemKind.TOOL_RESULT:
                 answered.add(ci.item.body.get("call_id"))
-            elif kind == ItemKind.TOOL_CALL and ci.item.body.get("id") not in answered:
+            elif kind == ItemKind.TOOL_CALL and ci.item.body.get("id") not in answered \
+                    and not ci.item.body.get("settled"):  # a provider-settled call owes no result
                 pending.append(ci)
         pending.reverse()
         return pending

@@ -24,11 +24,16 @@ SYSTEM_KINDS = frozenset({ItemKind.SYSTEM, ItemKind.PROMPT_SECTION, ItemKind.MEM
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool call as the model sent it; ``arguments`` is the raw JSON text (it may be invalid)."""
+    """A tool call as the model sent it; ``arguments`` is the raw JSON text (it may be invalid).
+
+    ``settled``: the provider ran the call itself (a server tool such as web search) and its
+    response already holds the outcome; the agent never executes it and owes it no result.
+    """
 
     id: str
     name: str
     arguments: str
+    settled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +167,8 @@ class ModelRequest:
             elif kind == ItemKind.ASSISTANT:
                 messages.append({"role": "assistant", "content": body.get("text", "")})
             elif kind == ItemKind.TOOL_CALL:
+                if body.get("settled"):  # run by the provider: no result follows, nothing to send back
+                    continue
                 call = {
                     "id": body["id"],
                     "type": "function",

@@ -151,3 +151,33 @@ async def test_a_response_without_calls_owes_nothing() -> None:
     await agent.send("hi")
     await agent.wait_for_idle()
     assert await persistence.read_values(_ctx(), "") == []
+
+
+async def test_provider_settled_server_calls_are_never_executed_and_owe_nothing() -> None:
+    from agent.providers import ToolCall
+
+    ran: list[str] = []
+    search = typed_tool("web_search", "Search.", {"type": "object"}, {"type": "string"},
+                        lambda a: ran.append("web_search") or "local result")
+    persistence = InMemoryPersistence()
+    model = ScriptedModel([
+        ModelResponse("Paris is sunny.", (ToolCall("ws1", "web_search", '{"q": "paris"}', settled=True),)),
+        ModelResponse("", (ToolCall("ws2", "web_search", "{}", settled=True), ToolCall("c1", "web_search", "{}")),
+                      "tool_calls"),
+        "and done",
+    ])
+    agent = session(persistence, model, tools=[search])
+    await agent.send("weather?")
+    await agent.wait_for_idle()
+    assert ran == []  # the provider settled it
+    assert texts(agent) == [("user", "weather?"), ("assistant", "Paris is sunny."),
+                            ("tool_call", 'web_search({"q": "paris"})')]  # the call block stays in the history
+    assert agent.history[2].item.body["settled"] is True
+    await agent.send("mixed")
+    await agent.wait_for_idle()
+    assert ran == ["web_search"]  # only the unsettled call ran
+    results = [ci.item.body["call_id"] for ci in agent.history if ci.item.kind == "tool_result"]
+    assert results == ["c1"]
+    assert await persistence.read_values(_ctx(), "tool.") == []
+    # a settled call is not sent back to a chat-completions model as a call awaiting its result
+    assert all(m.get("tool_calls", [{}])[0].get("id") != "ws1" for m in model.requests[-1].chat_messages())
