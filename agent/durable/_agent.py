@@ -129,6 +129,7 @@ class DurableAgent:
         self._in_run = False
         self._abort = False
         self._resume = False
+        self._repair = False  # the storage fell behind memory: reload and settle what it owes
         self._closed = False
         self._failure: tuple[str, str, str | None] | None = None  # (message, run id, error stage id)
         self._compaction = Compaction(self)
@@ -339,7 +340,7 @@ class DurableAgent:
     def has_work(self) -> bool:
         """True when a turn or a compaction is waiting."""
         return bool(self.queues["steering"] or self.queues["send"] or self._compaction.pending
-                    or (self._resume and (self.pending_calls or self._needs_inference())))
+                    or self._repair or (self._resume and (self.pending_calls or self._needs_inference())))
 
     async def _agent_loop(self) -> None:
         began = False
@@ -406,7 +407,7 @@ class DurableAgent:
         return last in (ItemKind.USER, ItemKind.TOOL_RESULT) or bool(self.agent.memory.unanswered_calls(self.id))
 
     def _next_turn(self) -> Turn | None:
-        resume, self._resume = self._resume, False
+        resume, self._resume, self._repair = self._resume or self._repair, False, False
         if resume and (self.pending_calls or self.agent.memory.unanswered_calls(self.id)):
             return Turn(self, [], resume=True)  # queued messages join after the batch settles
         for queue in QUEUES:  # steering always before send
@@ -429,8 +430,12 @@ class DurableAgent:
         try:
             await turn.finish()
         except Exception as exc:
+            # what is in memory is not what is stored: the stored side is the truth, so it is loaded
+            # again and whatever it still owes (results, leftover batch keys) is settled as after a crash
             log.warning("session %s: storing the end of run %s failed: %s", self.id, result.run_id, exc)
             result = RunResult("", "failed", result.run_id, error=str(exc), stop_reason="internal_error")
+            self._loaded = False
+            self._repair = True
         self._after_run(result, loop)
         waiting = {m.key for q in QUEUES for m in self.queues[q]}
         return not any(m.key in waiting for m in turn.messages)
