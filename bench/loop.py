@@ -12,7 +12,9 @@ Modes are interleaved and each figure is the best of ``--repeat`` rounds, becaus
 machine's load only ever makes a round slower. "main CPU" is the CPU time of the loop's thread
 (the writer's work shows in the wall time, not there).
 
-Targets: ``exit`` (with flush) costs at most 1.25x ``off``, and does >= 2,000 inferences/s.
+Targets (issue 18): ``exit`` (with flush) costs at most 1.5x ``off``; ``sync`` does >= 1,200
+inferences/s (2x LangGraph checkpointing every step on this machine; ``bench/peers.py`` runs the
+peers' own workload, ``../shared/peers/side_by_side.sh`` the peers beside it).
 
     .venv/bin/python bench/loop.py [--runs 300] [--rounds 10] [--repeat 5] [--profile exit]
 """
@@ -73,7 +75,7 @@ async def run_mode(mode: str, runs: int, rounds: int, workdir: Path) -> dict[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=300, help="runs per round (default 300; sync does a tenth)")
+    parser.add_argument("--runs", type=int, default=300, help="runs per round (default 300; sync does a third)")
     parser.add_argument("--rounds", type=int, default=10, help="tool rounds per run (default 10)")
     parser.add_argument("--repeat", type=int, default=5, help="rounds per mode; the best is reported (default 5)")
     parser.add_argument("--profile", choices=("off", "exit", "sync"), help="profile one mode and print the top")
@@ -90,7 +92,7 @@ def main() -> None:
             profiler.disable()
             pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
             return
-        runs = {"off": args.runs, "exit": args.runs, "sync": max(1, args.runs // 10)}
+        runs = {"off": args.runs, "exit": args.runs, "sync": max(1, args.runs // 3)}
         best: dict[str, dict[str, float]] = {}
         for _ in range(args.repeat):
             for mode in ("off", "exit", "sync"):
@@ -110,9 +112,9 @@ def main() -> None:
         print(f"{mode:<5} {rate['total']:>13,.0f} {off['total'] / rate['total']:>6.2f}   {rate['loop']:>14,.0f} "
               f"{off['loop'] / rate['loop']:>6.2f}   {rate['cpu']:>14,.0f} {off['cpu'] / rate['cpu']:>6.2f}")
     ratio = off["total"] / best["exit"]["total"]
-    rate = best["exit"]["total"]
-    print(f"targets: exit <= 1.25x off: {'met' if ratio <= 1.25 else 'MISSED'} ({ratio:.2f}x); "
-          f"recorded >= 2,000 inferences/s: {'met' if rate >= 2000 else 'MISSED'} ({rate:,.0f}/s)")
+    rate = best["sync"]["total"]
+    print(f"targets: exit <= 1.5x off: {'met' if ratio <= 1.5 else 'MISSED'} ({ratio:.2f}x); "
+          f"sync >= 1,200 inferences/s: {'met' if rate >= 1200 else 'MISSED'} ({rate:,.0f}/s)")
 
 
 if __name__ == "__main__":

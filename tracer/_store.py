@@ -377,9 +377,10 @@ class Store:
         """A cursor for reading from any thread; close it when done."""
         if self._closed:
             raise StoreError(f"{self.path} is closed")
-        journal = self._journal
-        if journal is not None and not journal.complete:
+        journal, writer = self._journal, self._writer
+        if journal is not None and not journal.complete and writer is not None and writer.failure is None:
             # rows recorded under sync are durable in the journal first: a read sees them committed
+            # (unless the writer failed: then what is committed is all there is to read until reopened)
             self.flush()
         return self._con.cursor()
 

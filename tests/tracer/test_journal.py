@@ -208,3 +208,21 @@ def test_a_deferred_run_settles_before_its_next_stage_and_at_its_end(tmp_path: P
     run.end("answered")
     assert store._journal._synced == store._journal._appended
     store.close()
+
+
+def test_reads_see_sync_stages_at_once_and_still_work_after_the_writer_failed(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s.duckdb")
+    store._writer._linger = 3600  # type: ignore[union-attr]  # nothing commits unless a read asks
+    run = Recorder(store, durability="sync").start_run(agent="a", input="job")
+    with run.stage("tool", "step") as stage:
+        stage.output(Item.of_text("text", "output"))
+    assert store.query("SELECT count(*) FROM stages")[0][0] == 1  # the read waited for the commit
+    writer = store._writer
+    assert writer is not None
+    writer._failure = RuntimeError("disk gone")  # as a failed batch leaves it
+    with pytest.raises(Exception, match="failed earlier"):
+        with run.stage("tool", "next") as stage:
+            stage.output(Item.of_text("text", "lost"))
+    assert store.query("SELECT count(*) FROM stages")[0][0] == 1  # reads still answer
+    writer._failure = None
+    store.close()
