@@ -388,7 +388,11 @@ class StageRecording:
         outputs: str | None = ""
         if self._outputs:
             sent, stored_hash = recorder._sent, recorder._stored_hash
-            hashes = [sent.get(item.hash) or stored_hash(item, bundle) for item in self._outputs]
+            if len(self._outputs) == 1:  # the usual case: no list comprehension to run
+                item = self._outputs[0]
+                hashes = [sent.get(item.hash) or stored_hash(item, bundle)]
+            else:
+                hashes = [sent.get(item.hash) or stored_hash(item, bundle) for item in self._outputs]
             outputs = pack_hashes(hashes)
             if outputs is None:
                 for position, h in enumerate(hashes):

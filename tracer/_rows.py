@@ -28,6 +28,10 @@ def _holds_separator(text: str) -> bool:
 def pack_edges(edges: Sequence[tuple[str, str]]) -> str | None:
     """A stage's incoming edges (source, kind) packed for ``fp_stage.edges``; None when a value
     holds a separator (the edges then go to ``fp_edge`` row by row)."""
+    if len(edges) == 1:  # most stages follow one other: no list to build
+        src, kind = edges[0]
+        text = src + kind
+        return f"{src}{FIELD_SEP}{kind}" if text.isprintable() or not _holds_separator(text) else None
     if _holds_separator("".join([src + kind for src, kind in edges])):
         return None
     return ENTRY_SEP.join([f"{src}{FIELD_SEP}{kind}" for src, kind in edges])
@@ -35,16 +39,22 @@ def pack_edges(edges: Sequence[tuple[str, str]]) -> str | None:
 
 def pack_hashes(hashes: Sequence[str]) -> str | None:
     """A stage's output hashes packed for ``fp_stage.outputs``; None when one holds a separator."""
+    if len(hashes) == 1:
+        only = hashes[0]
+        return only if only and (only.isprintable() or not _holds_separator(only)) else None
     return None if "" in hashes or _holds_separator("".join(hashes)) else ENTRY_SEP.join(hashes)
 
 
 def _pack_origin(origin: Origin) -> str:
     """The origin's fields joined by FIELD_SEP (NULL as FIELD_NULL), kept on the origin; "" when a
     field holds a separator (its snapshot then goes row by row)."""
-    fields = (origin.kind, origin.run_id, origin.stage_id, origin.source)
-    packed = FIELD_SEP.join([FIELD_NULL if v is None else v for v in fields])
-    if _holds_separator("".join([v for v in fields if v is not None])):
+    kind, run, stage, source = origin.kind, origin.run_id, origin.stage_id, origin.source
+    text = f"{kind}{run or ''}{stage or ''}{source or ''}"
+    if not text.isprintable() and _holds_separator(text):
         packed = ""
+    else:
+        packed = (f"{kind}{FIELD_SEP}{FIELD_NULL if run is None else run}{FIELD_SEP}"
+                  f"{FIELD_NULL if stage is None else stage}{FIELD_SEP}{FIELD_NULL if source is None else source}")
     object.__setattr__(origin, "_packed", packed)
     return packed
 
@@ -104,7 +114,7 @@ class SnapshotPacker:
         "" when a value holds a separator."""
         item_hash = self._sent.get(ci.item.hash) or self._stored_hash(ci.item, bundle)
         origin = ci.origin._packed or _pack_origin(ci.origin)
-        if not origin or _holds_separator(item_hash):
+        if not origin or (not item_hash.isprintable() and _holds_separator(item_hash)):
             return ""
         entry = f"{item_hash}{FIELD_SEP}{origin}"
         object.__setattr__(ci, "_entry", (self._token, entry))
