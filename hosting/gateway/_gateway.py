@@ -37,7 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent import MemoryInjector, PersonalMemory, Tool, ToolRegistry
+from agent import PersonalMemory, Tool, ToolRegistry
 from agent.errors import UserError
 from tracer import Durability, Recorder, Run, RunFilter
 
@@ -304,7 +304,7 @@ class Gateway:
 
     def _build(self, record: AgentRecord) -> LiveAgent:
         resolved = resolve(record, self.settings, self.registry)
-        factory = agent_factory(record, resolved, facts=MemoryInjector(self.memory) if self.memory_injection else None,
+        factory = agent_factory(record, resolved, memory=self.memory if self.memory_injection else None,
                                 recorder=self.recorder, clock=self.clock)
         host = StandingAgent(
             agent_factory=factory, sessions=self.sessions, durability=self.durability,

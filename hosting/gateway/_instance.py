@@ -4,7 +4,8 @@ selected from the registry, and a factory of :class:`agent.Agent` instances for 
 Each stored agent's sessions are kept as ``<agent id>:<user id or ->:<session id>`` in the host's
 session store; before each run the instance takes the session's user (whose personal memory is
 injected) from that key, and the session takes the agent's current system prompt — so a PATCHed
-prompt applies from a session's next turn on.
+prompt applies from a session's next turn on. With a clock, the prompt's time section is in the
+user's time zone when their memory names one.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
-from agent import Agent, FactStore, Hooks, ModelSettings, RunContext, Tool, ToolRegistry
+from agent import Agent, Hooks, MemoryInjector, ModelSettings, PersonalMemory, RunContext, Tool, ToolRegistry
 from agent.errors import UserError
 from agent.providers import Provider
 from tracer import Recorder
@@ -99,13 +101,18 @@ def resolve(record: AgentRecord, settings: GatewaySettings, registry: ToolRegist
 
 
 def agent_factory(
-    record: AgentRecord, resolved: Resolved, *, facts: FactStore | None, recorder: Recorder | None,
+    record: AgentRecord, resolved: Resolved, *, memory: PersonalMemory | None, recorder: Recorder | None,
     clock: Callable[[], datetime] | None,
 ) -> Callable[[], Agent]:
-    """Makes the agent instances of ``record`` (one per active session of its standing host)."""
+    """Makes the agent instances of ``record`` (one per active session of its standing host).
+
+    ``memory``: the users' personal memory, injected for the session's user (None: no injection).
+    ``clock`` gives the prompt a time section, in the user's time zone when their memory has one.
+    """
     config = record.config
     persona = record.system_prompt or "You are a helpful assistant."
     settings = ModelSettings(resolved.model, temperature=config.temperature, max_tokens=config.max_tokens)
+    facts = MemoryInjector(memory) if memory is not None else None
 
     def factory() -> Agent:
         agent = Agent(
@@ -113,14 +120,29 @@ def agent_factory(
             facts=facts, clock=clock, recorder=recorder, max_turns=config.max_turns,
             max_tool_calls=config.max_tool_calls, labels=("gateway", f"agent:{record.id}"),
         )
-        agent.hooks = Hooks.merge([agent.hooks, Hooks(before_loop=lambda ctx: _enter_turn(agent, ctx))])
+
+        async def enter_turn(ctx: RunContext) -> None:
+            await _enter_turn(agent, ctx, memory, clock)
+
+        agent.hooks = Hooks.merge([agent.hooks, Hooks(before_loop=enter_turn)])
         return agent
 
     return factory
 
 
-def _enter_turn(agent: Agent, ctx: RunContext) -> None:
-    """Before each run: the session's user gets their memory, and the session the agent's current prompt."""
+async def _enter_turn(
+    agent: Agent, ctx: RunContext, memory: PersonalMemory | None, clock: Callable[[], datetime] | None,
+) -> None:
+    """Before each run: the session's user gets their memory (and their time zone), and the session
+    the agent's current prompt."""
     agent.user_id = user_of(ctx.session_id)
     if agent.memory.has(agent.conversation_id):
         agent.memory.update_system_prompt(agent.conversation_id, agent.persona)
+    if clock is None:
+        return
+    agent.clock = clock
+    if agent.user_id is not None and memory is not None:
+        zone = next((r.text for r in await memory.records(agent.user_id) if r.kind == "timezone"), None)
+        if zone is not None:
+            local = ZoneInfo(zone)  # checked when the record was written
+            agent.clock = lambda: clock().astimezone(local)

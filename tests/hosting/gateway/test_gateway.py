@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from agent import memory_record
 from agent.providers import FunctionModel, ModelRequest
 from hosting import SessionBusyError
 from hosting.gateway import AgentDefinitionError, AgentNotFoundError, Gateway, GatewaySettings, InMemoryAgents
@@ -207,3 +208,15 @@ async def test_an_agent_whose_provider_left_the_host_fails_clearly() -> None:
 
     with pytest.raises(AgentDefinitionError, match="names provider 'b', which this host does not have"):
         await later.chat(record.id, "hi")
+
+
+async def test_the_time_section_is_in_the_users_time_zone(gateway: Gateway) -> None:
+    seen: list[str] = []
+    gateway.settings.providers["echo"].fn = lambda r: seen.append(r.system_text()) or "ok"  # type: ignore[attr-defined]
+    await gateway.memory.put(memory_record("alice", "timezone", "Asia/Tokyo"))
+
+    await gateway.chat("research", "hi", user_id="alice")
+    await gateway.chat("research", "hi", user_id="bob")
+
+    assert "Now: Monday 2026-01-05 18:00 (JST)" in seen[0] and "Time zone: Asia/Tokyo" in seen[0]
+    assert "Now: Monday 2026-01-05 09:00 (UTC)" in seen[1]  # no time zone in bob's memory: the host's clock
