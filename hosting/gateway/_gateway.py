@@ -42,7 +42,7 @@ from agent.errors import UserError
 from tracer import Durability, Recorder, Run, RunFilter
 
 from .._reply import TurnReply
-from .._standing import StandingAgent
+from .._standing import ON_CONCURRENT, StandingAgent
 from .._turn import Emit
 from ..errors import SessionBusyError
 from ..sessions import InMemorySessions, SessionStore
@@ -62,8 +62,9 @@ class Gateway:
     registry defines, or a tool category); ``tool_groups`` (group name -> tool names) are defined in
     it. Change tools through :meth:`register_tool`, :meth:`unregister_tool`,
     :meth:`replace_executor` and :meth:`define_tool_group` (or call :meth:`tools_changed` after
-    changing the registry yourself): each drops every cached agent. ``sessions`` and ``recorder`` are the host's; ``durability``,
-    ``on_concurrent_invoke`` and ``max_active_sessions`` are passed to each agent's standing host.
+    changing the registry yourself): each drops every cached agent. ``sessions`` and ``recorder``
+    are the host's; ``durability``, ``on_concurrent_invoke`` and ``max_active_sessions`` are passed
+    to each agent's standing host.
     ``seed_file`` holds the default agents (:mod:`hosting.gateway._seeds`). ``clock`` gives the
     agents a time section; ``memory_injection=False`` turns personal memory off.
     """
@@ -86,6 +87,9 @@ class Gateway:
         revalidate_after: float | None = None,
         host_id: str | None = None,
     ) -> None:
+        if on_concurrent_invoke not in ON_CONCURRENT:
+            raise ValueError(f"on_concurrent_invoke must be one of {', '.join(ON_CONCURRENT)}, "
+                             f"not {on_concurrent_invoke!r}")
         self.repository = repository
         self.settings = settings
         self.registry = registry if registry is not None else ToolRegistry()
