@@ -39,12 +39,11 @@ from agent.durable._journal import record_of
 from agent.providers import FunctionModel
 from tracer import ContextItem, Item, ItemKind, Origin, OriginKind
 
-PG_DSNS = ("postgresql://postgres@127.0.0.1:5432/test", "postgresql://root@127.0.0.1:5432/test")
-
 
 def storages(tmp: Path, schemas: list[tuple[str, str]]) -> dict[str, Callable[[], SessionPersistence]]:
     """The storages to measure; each call makes a fresh one (a new file, a new PostgreSQL schema)."""
     from hosting.sessions import DuckDBPersistence, PostgresPersistence
+    from tests.hosting.hostkit import postgres_dsn
 
     found: dict[str, Callable[[], SessionPersistence]] = {
         "memory": InMemoryPersistence,
@@ -61,19 +60,6 @@ def storages(tmp: Path, schemas: list[tuple[str, str]]) -> dict[str, Callable[[]
 
         found["postgres"] = postgres
     return found
-
-
-def postgres_dsn() -> str | None:
-    import psycopg
-
-    for dsn in PG_DSNS:
-        try:
-            with psycopg.connect(dsn, connect_timeout=3) as con:
-                con.execute("SELECT 1")
-            return dsn
-        except psycopg.Error:
-            continue
-    return None
 
 
 def drop_schemas(schemas: list[tuple[str, str]]) -> None:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from agent._hooks import _fan_out as fan_out
+
 from ._settings import InferenceSettings
 
 if TYPE_CHECKING:
@@ -124,7 +126,7 @@ def merge_features(features: Sequence[DurableHooks]) -> DurableHooks:
         elif f.name == "model_changed":
             setattr(merged, f.name, _first_answer(implemented))
         else:
-            setattr(merged, f.name, _fanned_out(implemented))
+            setattr(merged, f.name, fan_out(implemented))  # every feature observes, even if one fails
     return merged
 
 
@@ -148,21 +150,6 @@ def _first_answer(hooks: list[Hook]) -> Hook:
             answer = answer if answer is not None else message
         return answer
     return model_changed
-
-
-def _fanned_out(hooks: list[Hook]) -> Hook:
-    async def fanned_out(*args: Any) -> None:
-        errors = []
-        for hook in hooks:
-            try:
-                value = hook(*args)
-                if inspect.isawaitable(value):
-                    await value
-            except Exception as exc:  # the other features still observe
-                errors.append(exc)
-        if errors:
-            raise errors[0]
-    return fanned_out
 
 
 async def call_hook(hooks: DurableHooks, name: str, *args: Any, errors: list[str] | None = None) -> Any:

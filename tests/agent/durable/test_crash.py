@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from tests.agent.durable import crashkit
-from tests.hosting.sessions.test_persistence_conformance import postgres_dsn
+from tests.hosting.hostkit import postgres_dsn
 
 KILLS = 30
 

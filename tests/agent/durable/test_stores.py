@@ -19,7 +19,7 @@ from agent.durable import InMemoryPersistence, PersistenceContext, SessionPersis
 from agent.providers import FunctionModel, ModelRequest, ModelResponse, calls
 from hosting.sessions import DuckDBPersistence, PostgresPersistence
 from tests.agent.durable.durablekit import session, texts
-from tests.hosting.sessions.test_persistence_conformance import postgres_dsn
+from tests.hosting.hostkit import postgres_dsn
 
 
 @pytest.fixture(params=["memory", "duckdb", "postgresql"])
