@@ -97,7 +97,7 @@ async def test_an_infinite_loop_ends_at_the_cpu_limit(sandbox: DenoSandbox) -> N
 async def test_an_idle_wait_ends_at_the_wall_limit(sandbox: DenoSandbox) -> None:
     limits = SandboxLimits(cpu_seconds=5, wall_seconds=1)
     result = await sandbox.run("await new Promise((r) => setTimeout(r, 60_000));", limits=limits)
-    assert result.ended_by == "wall_time" and 900 < result.duration_ms < 3000
+    assert result.ended_by == "wall_time" and 900 < result.duration_ms < 10_000  # room for a busy machine
     assert result.error == "the code ran longer than its time limit (1 s) and was stopped"
 
 
