@@ -135,3 +135,30 @@ async def test_why_walks_through_a_compaction_to_the_message_it_replaced(tmp_pat
         assert len(evidence.runs) >= 3  # the answer's run, the compaction's run, the replaced message's run
     finally:
         store.close()
+
+
+async def test_a_summary_item_can_be_tested_by_a_counterfactual(tmp_path: Path) -> None:
+    from agent.evidence import Edit, counterfactual
+
+    store = Store.open(tmp_path / "s.duckdb")
+    try:
+        def answer(request: ModelRequest) -> str:
+            if "Summarise" in request.system_text():
+                return "The user's name is Ada."
+            if "name?" in request.last_user_text():
+                return "Your name is Ada." if "name is Ada" in request.system_text() else "I do not know."
+            return "noted"
+
+        model = FunctionModel(answer)
+        agent = session(llm=model, recorder=Recorder(store))
+        await chat(agent, "Call me Ada, please.")
+        await agent.compact()
+        done: list[Any] = []
+        agent.listeners.append(done.append)
+        await chat(agent, "what is my name?")
+        run_id = next(e.run_id for e in done if type(e).__name__ == "TurnDone")
+        summary = next(ci for ci in agent.history if ci.item.kind == "summary")
+        result = await counterfactual(store, run_id, edits=Edit.remove(summary.item.hash), provider=model, repeats=2)
+        assert result.verdict == "flips"  # without the summary the answer changes: the summary carried it
+    finally:
+        store.close()
