@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sys
 from collections.abc import Callable
 
@@ -38,7 +39,7 @@ def register(group: click.Group, *, open_run: OpenRun | None = None) -> None:
             result = asyncio.run(run_demo(store, echo=click.echo))
         if result.wrong_run_id is None:
             return
-        command = f"footprint explore {db} --run {result.wrong_run_id}"
+        command = shlex.join(["footprint", "explore", "--db", db, "--run", result.wrong_run_id])
         if no_explore or open_run is None or not (sys.stdin.isatty() and sys.stdout.isatty()):
             click.echo(f"Open the explorer at the wrong answer:  {command}")
             return

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
@@ -20,19 +19,21 @@ def _need_terminal(command: str) -> None:
 
 
 @click.command("explore")
-@click.argument("db", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), envvar="FOOTPRINT_DB",
+              default=DEFAULT_PATH, show_default=True, help=_DB_HELP)
 @click.option("--host", "host_url", metavar="URL", help="Attach to a running host's read API instead of a file.")
 @click.option("--token", envvar="FOOTPRINT_TOKEN", help="Bearer token for --host.")
 @click.option("--run", "run_ref", metavar="RUN", help="Open this run (an id, a unique prefix, or 'last').")
-@click.option("--read-only", is_flag=True, help="Open the store read-only (no sandbox; another reader may share it).")
-def explore(db: Path | None, host_url: str | None, token: str | None, run_ref: str | None, read_only: bool) -> None:
+def explore(db: Path, host_url: str | None, token: str | None, run_ref: str | None) -> None:
     """Browse recorded runs, their flowcharts and snapshots, and ask why an answer was given.
 
-    Opens the store DB (default: $FOOTPRINT_DB or footprint.duckdb), or with --host attaches to a
-    standing-agent host in another process. Press ? in any screen for its keys.
+    Opens the store --db read-only, so the other footprint commands keep working on it while the
+    explorer is open; a re-run (replay, counterfactual, blame) holds it for writing only while it
+    runs. With --host it attaches to a standing-agent host in another process instead. Press ?
+    in any screen for its keys.
     """
-    if host_url and db:
-        raise click.UsageError("give a store file or --host URL, not both")
+    if host_url and click.get_current_context().get_parameter_source("db") is click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError("give a store file (--db) or --host URL, not both")
     _need_terminal("explore")
     from ._open import build_app
 
@@ -42,10 +43,9 @@ def explore(db: Path | None, host_url: str | None, token: str | None, run_ref: s
         app = attach(host_url, token=token, run_ref=run_ref)
         app.run()
         return
-    path = db or Path(os.environ.get("FOOTPRINT_DB") or DEFAULT_PATH)
-    if not path.exists():
-        raise click.ClickException(f"no footprint store at {path}: record a run first (footprint demo), or pass a path")
-    store = Store.open(path, read_only=read_only)
+    if not db.exists():
+        raise click.ClickException(f"no footprint store at {db}: record a run first (footprint demo), or pass --db")
+    store = Store.open(db, read_only=True)
     try:
         run_id = store.resolve_run_id(run_ref) if run_ref else None
         build_app(store, run_id=run_id).run()

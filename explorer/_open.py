@@ -36,7 +36,8 @@ def open_run(
 
     Without a terminal (CI, a pipe) it prints the command that would open it and returns 0, so a
     script can end with it either way. The store must not be open for writing in this process or
-    another one: close it first. Returns the exit code.
+    another one: close it first. It is opened read-only (a re-run holds it for writing while it
+    runs). Returns the exit code.
     """
     interactive = has_terminal() if interactive is None else interactive
     if not interactive:
@@ -44,7 +45,7 @@ def open_run(
         return 0
     if not Path(db_path).exists():
         raise SourceError(f"no footprint store at {db_path}: record a run first (footprint demo)")
-    store = Store.open(db_path)
+    store = Store.open(db_path, read_only=True)
     try:
         resolved = store.resolve_run_id(run_id) if run_id else None
         build_app(store, run_id=resolved).run()

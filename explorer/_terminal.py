@@ -14,7 +14,7 @@ def has_terminal() -> bool:
 
 def explore_command(db_path: str | os.PathLike[str], run_id: str | None = None) -> str:
     """The shell command that opens the explorer on ``db_path`` (at ``run_id``)."""
-    parts = ["footprint", "explore", str(db_path)]
+    parts = ["footprint", "explore", "--db", str(db_path)]
     if run_id:
         parts += ["--run", run_id]
     return shlex.join(parts)

@@ -126,7 +126,7 @@ class ExplorerApp(App[None]):
     def open_sandbox(self) -> None:
         """Show the persona sandbox."""
         if self.personas is None:
-            self.notify("the sandbox needs a store opened for writing (footprint explore DB)", severity="warning")
+            self.notify("the sandbox writes personas into the store: open it with footprint sandbox", severity="warning")
             return
         from .screens.sandbox import SandboxScreen
 

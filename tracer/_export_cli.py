@@ -41,8 +41,9 @@ def _run_ids(store: Store, refs: tuple[str, ...], session: str | None, all_runs:
             raise ExportError(f"session {session!r} has no runs in {store.path}")
         return ids
     if all_runs:
-        total = store.count_runs(RunFilter())
-        ids = [r.id for offset in range(0, total, 500) for r in store.list_runs(RunFilter(), limit=500, offset=offset)]
+        every = RunFilter(forks=True)  # re-runs too: they are recorded runs like the others
+        total = store.count_runs(every)
+        ids = [r.id for offset in range(0, total, 500) for r in store.list_runs(every, limit=500, offset=offset)]
         return list(reversed(ids))  # oldest first
     raise click.UsageError("name the runs to export (ids, id prefixes or `last`), or pass --session ID or --all")
 

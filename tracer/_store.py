@@ -13,7 +13,8 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from ._rows import unpack_edges, unpack_hashes, unpack_snapshot
 from ._rundata import RunData
 from ._schema import APPLICATION, DROP_RUN_INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
 from ._writer import JOURNAL_KEY, Bundle, StageRows, Writer
+from ._lock import DEFAULT_WAIT, connect
 from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError
 
 DEFAULT_PATH = "footprint.duckdb"
@@ -118,11 +120,12 @@ class Store:
 
     def __init__(
         self, con: duckdb.DuckDBPyConnection, path: str, read_only: bool, *, journaled: int = 0,
-        replay: Sequence[Bundle | StageRows] = (),
+        replay: Sequence[Bundle | StageRows] = (), memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
     ) -> None:
         self._con = con
         self.path = path
         self.read_only = read_only
+        self._memory_limit = memory_limit
         self._closed = False
         self._lock = threading.Lock()
         self._writer: Writer | None = None if read_only else Writer(con, path)
@@ -142,10 +145,14 @@ class Store:
         *,
         read_only: bool = False,
         memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
+        wait: float = DEFAULT_WAIT,
     ) -> Store:
         """Open (or, when writable and absent, create) the store at ``path``.
 
-        Fails with a :class:`StoreError` naming the file when it is not a footprint store, is
+        A new file is written in a storage version older DuckDB clients read (``STORAGE_VERSION``).
+        While another process holds the file (a writer, or readers when this one wants to write)
+        it retries for ``wait`` seconds, then fails with a :class:`StoreLockedError` naming that
+        process and what to do. Fails with a :class:`StoreError` naming the file when it is not a footprint store, is
         corrupt, was written by a newer footprint, or is held by another process. It never
         overwrites or recreates an existing file. ``memory_limit`` (e.g. ``"48MB"``, the default; None for
         DuckDB's default of most of the RAM) bounds DuckDB's cache in a writable store file, so a
@@ -159,18 +166,7 @@ class Store:
                 raise StoreError(f"no footprint store at {spath}: record a run first (footprint demo)")
             if file.exists() and file.is_dir():
                 raise NotAStoreError(f"{spath} is a directory, not a footprint store")
-        try:
-            con = duckdb.connect(spath, read_only=read_only)
-        except duckdb.IOException as exc:
-            text = str(exc)
-            if "lock" in text.lower():
-                raise StoreLockedError(
-                    f"{spath} is open for writing in another process; read it through that host's "
-                    f"read API (footprint explore --host URL) or stop that process first"
-                ) from exc
-            raise NotAStoreError(f"{spath} is not a footprint store (not a readable DuckDB file: {text})") from exc
-        except duckdb.Error as exc:
-            raise NotAStoreError(f"{spath} is not a footprint store: {exc}") from exc
+        con = connect(spath, read_only=read_only, wait=wait)
         try:
             if not read_only:
                 con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
@@ -196,12 +192,12 @@ class Store:
             # the journal. Nobody holds the file (this open would have failed), so they go in first.
             con.close()
             try:
-                cls.open(spath, memory_limit=memory_limit).close()
+                cls.open(spath, memory_limit=memory_limit, wait=wait).close()
             except StoreLockedError:
                 pass  # a writer took it meanwhile, and applied the journal as it opened
-            return cls.open(spath, read_only=True, memory_limit=memory_limit)
+            return cls.open(spath, read_only=True, memory_limit=memory_limit, wait=wait)
         try:
-            return cls(con, spath, read_only, journaled=journaled, replay=replay)
+            return cls(con, spath, read_only, journaled=journaled, replay=replay, memory_limit=memory_limit)
         except BaseException:
             con.close()
             raise
@@ -354,6 +350,10 @@ class Store:
             if self._closed:
                 return
             self._closed = True
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Flush, stop the writer (and its journal) and close the connection."""
         try:
             if self._writer is not None:
                 self._writer.close()
@@ -364,6 +364,49 @@ class Store:
             if self._journal is not None:  # kept while the tables lack some of it: the next open applies it
                 writer = self._writer
                 self._journal.close(remove=writer is not None and writer.failure is None and self._journal.complete)
+
+    @contextmanager
+    def writing(self, *, wait: float = 5.0) -> Iterator[Store]:
+        """Hold the file for writing for the length of the block; a writable store just stays as it is.
+
+        A store opened read-only lets go of the file, opens it for writing (waiting up to ``wait``
+        seconds for other readers or a writer to let go: a :class:`StoreLockedError` names the
+        one that did not) and, once the block ends and what it recorded is committed, opens it
+        read-only again, so other processes can read it again. Reads on other threads meanwhile
+        go through the writable connection.
+        """
+        if not self.read_only:
+            yield self
+            return
+        if self.path == ":memory:":
+            raise StoreError("an in-memory store opened read-only cannot be written")
+        self._reopen(read_only=False, wait=wait)
+        try:
+            yield self
+        finally:
+            self._reopen(read_only=True, wait=wait)
+
+    def _reopen(self, *, read_only: bool, wait: float) -> None:
+        """Let go of the file and open it again, read-only or for writing (this object carries on)."""
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self.path} is closed")
+            self._let_go()
+            try:
+                fresh = Store.open(self.path, read_only=read_only, memory_limit=self._memory_limit, wait=wait)
+            except BaseException:
+                # the reader gets its file back whatever happened (a writer may hold it a moment longer)
+                self._adopt(Store.open(self.path, read_only=True, memory_limit=self._memory_limit, wait=wait + 5.0))
+                raise
+            self._adopt(fresh)
+
+    def _adopt(self, fresh: Store) -> None:
+        """Take over ``fresh``'s connection, writer and journal state (``fresh`` is dropped)."""
+        self._con, self._writer, self.read_only = fresh._con, fresh._writer, fresh.read_only
+        self._journal, self._journaled, self._plain_rows = fresh._journal, fresh._journaled, None
+        fresh._closed = True
+        _open_stores.discard(fresh)
+        _open_stores.add(self)
 
     def __enter__(self) -> Store:
         return self
@@ -445,9 +488,14 @@ class Store:
         return {str(r[0]): int(r[1]) for r in rows}
 
     def resolve_run_id(self, ref: str) -> str:
-        """The full id of the run ``ref`` names: an id, a unique id prefix, or ``last``."""
+        """The full id of the run ``ref`` names: an id, a unique id prefix, or ``last``.
+
+        ``last`` is the last run a person made: re-runs (replays, counterfactual and blame runs,
+        all forked from a recorded run) are passed over unless nothing else was recorded.
+        """
         if ref in ("last", "latest"):
-            rows = self.query("SELECT id FROM fp_run ORDER BY started_at DESC, id DESC LIMIT 1")
+            rows = self.query(
+                "SELECT id FROM fp_run ORDER BY forked_from_run IS NOT NULL, started_at DESC, id DESC LIMIT 1")
             if not rows:
                 raise NotFoundError(f"{self.path} has no runs yet")
             return str(rows[0][0])

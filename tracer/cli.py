@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import click
@@ -74,28 +75,33 @@ def _echo_json(value: Any) -> None:
 @click.option("--agent", help="Only runs of this agent.")
 @click.option("--status", type=click.Choice(["running", "answered", "awaiting", "failed", "cancelled"]),
               help="Only runs that ended so.")
-@click.option("--forks/--no-forks", default=True, show_default=True,
-              help="Include runs forked from another (replays, counterfactual and blame re-runs).")
+@click.option("--forks/--no-forks", default=False, show_default=True,
+              help="Include the re-runs forked from a recorded run (replays, counterfactual and blame runs).")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most this many runs.")
 @json_option
 def runs_command(
     db: str, session: str | None, agent: str | None, status: str | None, forks: bool, limit: int, as_json: bool
 ) -> None:
-    """List recorded runs, newest first."""
+    """List recorded runs, newest first (re-runs forked from a recorded run only with --forks)."""
     where = RunFilter(session_id=session, agent=agent, status=status, forks=forks)
     with reading(db) as store:
         runs = store.list_runs(where, limit=limit)
         total = store.count_runs(where)
+        hidden = 0 if forks else store.count_runs(replace(where, forks=True)) - total
         counts = store.stage_counts(r.id for r in runs)
     if as_json:
         _echo_json([{**run_to_dict(r), "stages": counts.get(r.id, 0)} for r in runs])
         return
+    hidden_note = f"{hidden} re-run(s) of replay, counterfactual and blame hidden: --forks shows them"
     if not runs:
-        click.echo(f"no runs in {db}" + (" match" if where != RunFilter() else ""))
+        narrowed = replace(where, forks=False) != RunFilter(forks=False)
+        click.echo(f"no runs in {db}" + (" match" if narrowed else "") + (f" ({hidden_note})" if hidden else ""))
         return
     _echo_lines(runs_table(runs, counts))
     if total > len(runs):
         click.echo(f"({len(runs)} of {total} runs; --limit shows more)")
+    if hidden:
+        click.echo(f"({hidden_note})")
 
 
 @click.command("show")

@@ -186,9 +186,10 @@ class WhyScreen(Screen[None]):
 
     @property
     def _store(self) -> Store | None:
-        """The store re-runs are recorded into: only a store this process opened for writing."""
+        """The store re-runs are recorded into: a store file this process opened (read-only is fine:
+        the re-run holds it for writing while it runs), not a host's."""
         store = getattr(self.app.source, "store", None)  # type: ignore[attr-defined]
-        return store if isinstance(store, Store) and not store.read_only else None
+        return store if isinstance(store, Store) and not (store.read_only and store.path == ":memory:") else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("counterfactual", "blame", "replay"):
@@ -242,8 +243,10 @@ class WhyScreen(Screen[None]):
             provider_for = getattr(app, "evidence_provider", None) or default_provider_for
             tools_for = getattr(app, "evidence_tools", None) or default_tools_for
             needs_model = action != "replay"
-            verdict = job(store, provider_for(run) if needs_model else None,
-                          tools_for(run) if needs_model else (), progress)
+            provider = provider_for(run) if needs_model else None
+            tools = tools_for(run) if needs_model else ()
+            with store.writing():
+                verdict = job(store, provider, tools, progress)
         except Exception as exc:  # a mismatch, no API key, an item not in this run: the reader must see it
             self.post_message(self.JudgeFailed(action, f"{type(exc).__name__}: {exc}"))
             return

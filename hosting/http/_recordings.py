@@ -46,7 +46,8 @@ def recordings_router(get_store: Callable[[], Store]) -> APIRouter:
         status: str | None = None,
         search: str | None = None,
         label: str | None = None,
-        forks: Annotated[bool, Query(description="false: leave out runs forked from another (re-runs)")] = True,
+        forks: Annotated[bool, Query(description="true: include the re-runs forked from a recorded run "
+                                             "(replays, counterfactual and blame runs)")] = False,
         limit: Annotated[int, Query(ge=0, le=MAX_PAGE)] = 50,
         offset: Annotated[int, Query(ge=0)] = 0,
     ) -> dict[str, Any]:

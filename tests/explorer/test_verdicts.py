@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -104,16 +106,32 @@ async def test_why_screen_blame_and_replay(
         assert isinstance(shown, VerdictScreen) and shown.verdict.verdict == "identical"
 
 
-async def test_a_read_only_store_offers_no_reruns(
-    open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
+def _cli_runs(path: Path) -> subprocess.CompletedProcess[str]:
+    """`footprint runs --forks` in another process, as a person would type it next to the explorer."""
+    code = "import sys; from explorer.cli import main; main(sys.argv[1:])"
+    return subprocess.run([sys.executable, "-c", code, "runs", "--forks", "--db", str(path)],
+                          capture_output=True, text=True, timeout=60)
+
+
+async def test_the_explorer_reads_read_only_and_holds_the_file_only_for_a_rerun(
+    open_app: Callable[..., ExplorerApp], sample_copy: Path, wrong_run: str, settle: Any
 ) -> None:
-    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    app = open_app(sample_copy, read_only=True, run_id=wrong_run)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
+        beside = _cli_runs(sample_copy)  # another process reads while the explorer is open
+        assert beside.returncode == 0, beside.stderr
+        assert wrong_run in beside.stdout and "replay" not in beside.stdout
         await pilot.press("w")
         await settle(pilot)
         keys = {b.binding.action for b in app.screen.active_bindings.values()}
-        assert "blame" not in keys and "counterfactual" not in keys
-        await pilot.press("b")
-        await settle(pilot)
-        assert isinstance(app.screen, WhyScreen)
+        assert {"blame", "counterfactual", "replay"} <= keys
+        await pilot.press("r")
+        await settle(pilot, rounds=8)
+        shown = app.screen
+        assert isinstance(shown, VerdictScreen) and shown.verdict.verdict == "identical"
+        store = app.source.store  # type: ignore[attr-defined]
+        assert store.read_only  # the file was let go once the re-run was stored
+        after = _cli_runs(sample_copy)
+        assert after.returncode == 0, after.stderr
+        assert shown.verdict.runs[0] in after.stdout  # the re-run is in the file for everyone

@@ -95,16 +95,23 @@ def test_runs_lists_and_filters(db: str) -> None:
     assert "no runs" in _invoke("runs", "--db", db, "--session", "nobody").output
 
 
-def test_runs_can_leave_re_runs_out(tmp_path: Path) -> None:
+def test_runs_and_last_leave_re_runs_out_unless_asked(tmp_path: Path) -> None:
     path = tmp_path / "forks.duckdb"
     with Store.open(path) as store:
         recorder = Recorder(store)
         original = recorder.start_run(agent="travel", input="where to?")
         original.end("answered", output="Paris")
-        recorder.start_run(agent="travel", input="where to? (re-run)", forked_from_run=original.id).end("answered")
-    assert "(re-run)" in _invoke("runs", "--db", str(path)).output
-    out = _invoke("runs", "--db", str(path), "--no-forks").output
-    assert "(re-run)" not in out and "where to?" in out
+        for n in range(3):  # re-runs made after the person's run, as blame makes them
+            recorder.start_run(agent="travel", input=f"where to? (re-run {n})", forked_from_run=original.id).end(
+                "answered", output="Lisbon")
+    out = _invoke("runs", "--db", str(path)).output
+    assert "(re-run" not in out and "where to?" in out
+    assert "3 re-run(s) of replay, counterfactual and blame hidden: --forks shows them" in out
+    shown = _invoke("runs", "--db", str(path), "--forks").output
+    assert shown.count("(re-run") == 3 and "hidden" not in shown
+    assert json.loads(_invoke("show", "last", "--db", str(path), "--json").output)["run"]["id"] == original.id
+    only = _invoke("runs", "--db", str(path), "--session", "nobody").output
+    assert "no runs in" in only and "hidden" not in only
 
 
 def test_show_renders_the_flowchart(db: str) -> None:
