@@ -1,7 +1,7 @@
 """footprint's pytest plugin (registered by the ``pytest11`` entry point, so installing footprint enables it).
 
 It blocks real model requests for the whole session — a test that reaches a real model fails,
-naming the provider — and provides fixtures:
+naming the provider, even when the agent turned the refusal into a failed run — and provides fixtures:
 
 ``footprint_store``           a store in a temporary file, closed after the test
 ``footprint_recorder``        a recorder on it (``sync`` durability: what a test reads is written)
@@ -19,6 +19,10 @@ Record once against a real model, then replay in CI::
 ``pytest --footprint-record`` (or ``@pytest.mark.footprint_record`` on one test) records the
 cassettes again from the real provider and lets real model requests through; otherwise the
 cassette (``<test dir>/cassettes/<test name>.json`` unless named) is replayed with no network call.
+
+The fixtures are plain (synchronous) fixtures. Agents run with ``asyncio.run(agent.run(...))`` in
+a plain test; ``async def`` tests need an async test runner such as pytest-asyncio
+(``pip install pytest-asyncio`` and ``asyncio_mode = "auto"``), which footprint does not install.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
 
 RECORD_OPTION = "--footprint-record"
 RECORD_MARKER = "footprint_record"
+EXPECT_BLOCKED_MARKER = "footprint_expects_blocked"  # a test that makes real requests to see them refused
 BLOCK_ENV = "FOOTPRINT_BLOCK_REAL_MODELS"  # read by agent.providers when it is first imported
 
 
@@ -70,6 +75,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{RECORD_MARKER}: record this test's footprint replay cassettes from the real provider",
     )
+    config.addinivalue_line(
+        "markers", f"{EXPECT_BLOCKED_MARKER}: this test makes real model requests on purpose, to see them refused",
+    )
     _block(not config.getoption(RECORD_OPTION))
 
 
@@ -85,6 +93,33 @@ def _footprint_block_real_models(request: pytest.FixtureRequest) -> Iterator[Non
         yield
     finally:
         _block(before)
+
+
+def _refused() -> list[str]:
+    base = sys.modules.get("agent.providers._base")
+    return base.blocked_requests if base is not None else []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Fail a test that made a real model request, whether or not it looked at the run's result.
+
+    The agent turns the refusal into a failed run, as it does any provider error: a test that
+    asserted nothing about the result would pass with a run that never reached a model. A test
+    marked ``footprint_expects_blocked`` makes such requests on purpose.
+    """
+    seen = len(_refused())
+    result = yield
+    refused = _refused()[seen:]
+    if refused and item.get_closest_marker(EXPECT_BLOCKED_MARKER) is None:
+        del _refused()[seen:]
+        pytest.fail(
+            f"{item.nodeid} made {len(refused)} real model request(s) ({', '.join(sorted(set(refused)))}) "
+            f"while they are blocked: use ScriptedModel, FunctionModel or footprint_replay (a cassette, "
+            f"recorded once with pytest {RECORD_OPTION})",
+            pytrace=False,
+        )
+    return result
 
 
 @pytest.fixture
@@ -138,7 +173,7 @@ def footprint_replay(request: pytest.FixtureRequest) -> Callable[..., Provider]:
     ``provider`` — a Provider, or a function returning one so that it is only built when recording
     — and writes the cassette again.
     """
-    from .providers import Provider, ReplayProvider
+    from .providers import Provider, ReplayProvider, cassette_path
 
     recording = _recording(request)
 
@@ -151,6 +186,14 @@ def footprint_replay(request: pytest.FixtureRequest) -> Callable[..., Provider]:
         name = cassette or request.node.name.replace("[", "-").replace("]", "").replace("/", "-")
         folder = Path(root) if root is not None else request.path.parent / "cassettes"
         if not recording:
+            path = cassette_path(name, folder)
+            if not path.exists():
+                pytest.fail(
+                    f"{request.node.nodeid}: no replay cassette at {path}; record it once "
+                    f"from the real provider with `pytest {RECORD_OPTION} {request.node.nodeid}` (or mark the "
+                    f"test @pytest.mark.{RECORD_MARKER}), then commit it",
+                    pytrace=False,
+                )
             return ReplayProvider(name, mode="replay", root=folder)
         real = provider if isinstance(provider, Provider) or provider is None else provider()
         if real is None:

@@ -73,13 +73,21 @@ def otlp(
     sending a run twice sends the same spans. Standard OTEL_* variables (endpoint, headers,
     certificates, service name) apply.
     """
-    from .otel import content_from_env, export_runs, otlp_span_exporter, resolve_protocol
+    from .otel._exporter import (
+        check_collector_reachable,
+        content_from_env,
+        export_runs,
+        otlp_span_exporter,
+        quiet_exporter_logs,
+        resolve_protocol,
+    )
 
     kind = resolve_protocol(protocol)
     exporter = otlp_span_exporter(endpoint, kind, timeout=timeout)
     with_content = content_from_env() if content is None else content
     with Store.open(db, read_only=True) as store:
         ids = _run_ids(store, runs, session, all_runs)
+        check_collector_reachable(endpoint, kind, timeout=min(1.0, timeout))
         target = endpoint or _default_endpoint(kind)
         click.echo(f"Sending {len(ids)} run(s) from {db} to {target} over OTLP/{kind}"
                    f"{' with message content' if with_content else ''}...", err=True)
@@ -90,8 +98,9 @@ def otlp(
                     yield store.load_run(run_id)
 
         try:
-            sent = export_runs(loaded() if len(ids) > 1 else iter([store.load_run(ids[0])]), exporter,
-                               content=with_content)
+            with quiet_exporter_logs():
+                sent = export_runs(loaded() if len(ids) > 1 else iter([store.load_run(ids[0])]), exporter,
+                                   content=with_content)
         finally:
             exporter.shutdown()
     click.echo(f"exported {sent} span(s) from {len(ids)} run(s) to {target}")

@@ -31,7 +31,7 @@ def connect(path: str, *, read_only: bool, wait: float) -> duckdb.DuckDBPyConnec
 
     A file created here is written in :data:`STORAGE_VERSION`; an existing file keeps its own.
     """
-    config = {} if read_only or path == ":memory:" or Path(path).exists() else {
+    config: dict[str, str | bool | int | float | list[str]] = {} if read_only or path == ":memory:" or Path(path).exists() else {
         "storage_compatibility_version": STORAGE_VERSION}
     deadline = time.monotonic() + wait
     while True:

@@ -22,12 +22,12 @@ from typing import Any
 import duckdb
 
 from ._journal import Journal, applied_number, encode_bundle, journal_path, pending
+from ._lock import DEFAULT_WAIT, connect
 from ._records import Edge, Item, Origin, Run, SnapshotEntry, Stage
 from ._rows import unpack_edges, unpack_hashes, unpack_snapshot
 from ._rundata import RunData
 from ._schema import APPLICATION, DROP_RUN_INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
 from ._writer import JOURNAL_KEY, Bundle, StageRows, Writer
-from ._lock import DEFAULT_WAIT, connect
 from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError
 
 DEFAULT_PATH = "footprint.duckdb"

@@ -283,7 +283,10 @@ class FlowchartExtension(SingleFileSnapshotExtension):
     fixture does) and compare it with a :class:`~tracer.RunData`, a list of them, or a Store.
     """
 
+    # syrupy 4 reads the extension from `_file_extension`, 5 and later from `file_extension` (and
+    # fall back to "raw" without it): both, so the files are named alike under every syrupy.
     _file_extension = "flow.txt"
+    file_extension = "flow.txt"
     _write_mode = WriteMode.TEXT
 
     def serialize(self, data: Any, *, exclude: Any = None, include: Any = None, matcher: Any = None) -> str:

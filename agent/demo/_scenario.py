@@ -19,7 +19,7 @@ from ..providers import Provider
 from ..providers._demo import OfflineDemoModel
 from ..tools import Tool, ToolRegistry, tool
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
+SCENARIOS = Path(__file__).parent  # installed with the package: `footprint demo` works from pip
 DEMO_SESSION_PREFIX = "maya-"
 
 _CALENDAR: dict[str, dict[str, Any]] = {}
@@ -44,7 +44,7 @@ class Scenario:
 
 def load_scenario(path: str | os.PathLike[str] | None = None) -> Scenario:
     """Read a scenario (default: the personal-assistant one); a UserError names a bad file."""
-    file = Path(path) if path else FIXTURES / "personal_assistant.json"
+    file = Path(path) if path else SCENARIOS / "personal_assistant.json"
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
         facts = [
@@ -58,7 +58,7 @@ def load_scenario(path: str | os.PathLike[str] | None = None) -> Scenario:
             description=data.get("description", ""),
         )
     except FileNotFoundError:
-        raise UserError(f"demo scenario {file} not found (run from the footprint repository)") from None
+        raise UserError(f"demo scenario {file} not found") from None
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise UserError(f"demo scenario {file} is malformed: {exc!r}") from exc
 

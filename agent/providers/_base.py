@@ -250,9 +250,15 @@ def real_models_blocked() -> bool:
     return _block_real
 
 
+#: The refused requests, in order (the pytest plugin fails the test that made one, even when the
+#: agent turned the error into a failed run and the test never looked at it).
+blocked_requests: list[str] = []
+
+
 def check_real_model_allowed(provider: str) -> None:
     """Raise :class:`RealModelBlockedError` when real model requests are blocked."""
     if _block_real:
+        blocked_requests.append(provider)
         raise RealModelBlockedError(
             f"{provider}: a real model request was made while real model requests are blocked "
             f"(tests use ScriptedModel, FunctionModel or ReplayProvider)",

@@ -68,13 +68,15 @@ from agent.providers import check_real_model_allowed
 
 def test_blocked():
     with pytest.raises(RealModelBlockedError, match="openai"):
-        check_real_model_allowed("openai")
+        check_real_model_allowed("openai")  # refused, and the refusal fails the test even when caught
 
 @pytest.mark.footprint_record
 def test_marked_to_record():
     check_real_model_allowed("openai")
 ''')
-    run(pytester).assert_outcomes(passed=2)
+    blocked = run(pytester)
+    blocked.assert_outcomes(passed=1, failed=1)
+    assert "test_blocked made 1 real model request(s) (openai)" in blocked.stdout.str()
     result = run(pytester, "--footprint-record", "-k", "test_blocked")
     result.assert_outcomes(failed=1)  # recording lets real requests through
     assert "DID NOT RAISE" in result.stdout.str()
@@ -146,4 +148,24 @@ def test_missing(footprint_replay):
 ''')
     result = run(pytester)
     result.assert_outcomes(failed=1)
-    assert "no cassette" in result.stdout.str()
+    out = result.stdout.str()
+    assert "no replay cassette at" in out and "nothing-here.json" in out
+    assert "pytest --footprint-record test_replay_without_a_cassette_says_how_to_record.py::test_missing" in out
+
+
+def test_a_test_whose_agent_reached_a_real_model_fails_though_it_asserted_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(AGENT_TEST + '''
+from agent.providers import OpenAIProvider
+
+def test_forgot_to_assert(footprint_recorder, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    run_agent(OpenAIProvider("gpt-4o-mini"), footprint_recorder)  # the run fails; the test looks away
+
+def test_fine(footprint_scripted_model, footprint_recorder):
+    run_agent(footprint_scripted_model("ok"), footprint_recorder)
+''')
+    result = run(pytester)
+    result.assert_outcomes(failed=1, passed=1)
+    out = result.stdout.str()
+    assert "test_forgot_to_assert made 1 real model request(s)" in out and "footprint_replay" in out
+

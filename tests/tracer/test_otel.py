@@ -457,3 +457,29 @@ async def test_unreachable_collector_fails_with_a_clear_error(tmp_path: Path) ->
             export_runs([store.load_run(run_id)], otlp_span_exporter(f"http://127.0.0.1:{port}", timeout=0.5))
     result = CliRunner().invoke(cli, ["export", "otlp", "--db", str(db)])
     assert result.exit_code == 2 and "name the runs to export" in result.output
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+async def test_an_unreachable_collector_fails_at_once_in_one_line(
+    tmp_path: Path, protocol: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    from explorer.cli import main
+
+    with socket.socket() as sock:  # a port nothing listens on: bound, never listening
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        db = tmp_path / "fp.duckdb"
+        with Store.open(db) as store:
+            await _record(store)
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exited:
+            main(["export", "otlp", "last", "--protocol", protocol, "--db", str(db),
+                  "--endpoint", f"http://127.0.0.1:{port}"])
+    assert exited.value.code == 1
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert out == ""
+    assert lines == [f"footprint: error: cannot reach the OTLP collector at 127.0.0.1:{port} (Connection refused): "
+                     "start it, or pass --endpoint (or set OTEL_EXPORTER_OTLP_ENDPOINT)"]

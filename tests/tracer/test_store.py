@@ -490,3 +490,56 @@ def test_the_run_indexes_of_an_older_store_are_dropped_when_it_is_opened_for_wri
     with Store.open(path) as writable:
         assert writable.load_run(ids[0]).run.id == ids[0]
     assert not {"fp_stage_run", "fp_snapshot_run"} & indexes()
+
+
+def test_a_new_store_file_is_written_in_a_storage_version_older_duckdb_reads(tmp_path: Path) -> None:
+    import duckdb
+
+    from tracer._lock import STORAGE_VERSION
+
+    Store.open(tmp_path / "new.duckdb").close()
+    con = duckdb.connect(str(tmp_path / "new.duckdb"), read_only=True)
+    try:
+        [(tags,)] = con.execute("SELECT tags FROM duckdb_databases() WHERE database_name = 'new'").fetchall()
+    finally:
+        con.close()
+    assert tags["storage_version"] == f"{STORAGE_VERSION}+" and STORAGE_VERSION.startswith("v1.")
+
+
+def test_a_read_only_store_writes_for_a_moment_and_lets_other_readers_in_again(tmp_path: Path) -> None:
+    path = tmp_path / "s.duckdb"
+    with Store.open(path) as store:
+        Recorder(store).start_run(agent="a", input="first").end("answered", output="one")
+    reader = Store.open(path, read_only=True)
+    try:
+        with reader.writing() as writable:
+            assert not writable.read_only
+            Recorder(writable).start_run(agent="a", input="second").end("answered", output="two")
+            writable.flush()
+            assert reader.count_runs() == 2  # reads go through the writable connection meanwhile
+        assert reader.read_only and reader.count_runs() == 2
+        other = subprocess.run(
+            [sys.executable, "-c", f"from tracer import Store; print(Store.open({str(path)!r}, read_only=True).count_runs())"],
+            capture_output=True, text=True, timeout=60)
+        assert other.stdout.strip() == "2", other.stderr
+    finally:
+        reader.close()
+
+
+def test_a_locked_store_names_the_process_holding_it_and_what_to_do(tmp_path: Path) -> None:
+    from tracer._lock import locked_message
+
+    duckdb_says = ('IO Error: Could not set lock on file "s.duckdb": Conflicting lock is held in '
+                   f"/usr/bin/python3.11 (PID {os.getpid()}). See also https://duckdb.org/docs")
+    said = locked_message("s.duckdb", duckdb_says, read_only=True)
+    assert f"process {os.getpid()}" in said and "cannot read s.duckdb" in said
+    host = "footprint serve --port 9123 --db s.duckdb"
+    assert "footprint explore --host http://127.0.0.1:9123" in _advice_for(host, read_only=True)
+    assert "close it (q)" in _advice_for("footprint explore --db s.duckdb", read_only=False)
+    assert "another process" in locked_message("s.duckdb", "Could not set lock on file", read_only=False)
+
+
+def _advice_for(command: str, *, read_only: bool) -> str:
+    from tracer._lock import _advice
+
+    return _advice(command, read_only=read_only)

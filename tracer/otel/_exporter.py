@@ -14,8 +14,12 @@ After the fact (what ``footprint export otlp`` does)::
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from collections.abc import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -71,6 +75,55 @@ def _http_endpoint(endpoint: str) -> str:
     if parts.path in ("", "/"):  # a collector's base URL: traces go to its /v1/traces path
         parts = parts._replace(path="/v1/traces")
     return urlunsplit(parts)
+
+
+def collector_address(endpoint: str | None, protocol: str) -> tuple[str, int]:
+    """The host and port an OTLP exporter would connect to: ``endpoint``, else the OTEL_* variables, else the default."""
+    if endpoint is None:
+        names = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+        endpoint = next((os.environ[n] for n in names if os.environ.get(n)), None)
+    default_port = 4318 if protocol == "http" else 4317
+    if not endpoint:
+        return "localhost", default_port
+    parts = urlsplit(endpoint if "://" in endpoint else f"//{endpoint}")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ExportError(f"OTLP endpoint {endpoint!r} has no valid port: {exc}") from exc
+    if not parts.hostname:
+        raise ExportError(f"OTLP endpoint {endpoint!r} names no host, e.g. http://localhost:{default_port}")
+    return parts.hostname, port or (443 if parts.scheme == "https" else 80 if parts.scheme == "http" else default_port)
+
+
+def check_collector_reachable(endpoint: str | None, protocol: str, *, timeout: float = 1.0) -> None:
+    """Fail at once, in one line, when nothing listens at the collector's address.
+
+    The OTLP exporters retry a refused connection with growing pauses for as long as their
+    timeout allows (~10 s, a warning per try); a dead collector is better told in a second.
+    """
+    host, port = collector_address(endpoint, protocol)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        if isinstance(exc, TimeoutError | socket.timeout):
+            reason = f"no answer within {timeout:g} s"
+        raise ExportError(
+            f"cannot reach the OTLP collector at {host}:{port} ({reason}): start it, or pass --endpoint "
+            f"(or set OTEL_EXPORTER_OTLP_ENDPOINT)"
+        ) from exc
+
+
+@contextmanager
+def quiet_exporter_logs() -> Iterator[None]:
+    """Keep the OTLP exporters' per-retry warnings off the terminal; the caller reports the outcome once."""
+    logger = logging.getLogger("opentelemetry.exporter.otlp")
+    before = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
 
 
 def otlp_span_exporter(

@@ -483,6 +483,7 @@ def test_openai_itself_without_a_key_is_refused_with_a_fix() -> None:
         OpenAIProvider()
 
 
+@pytest.mark.footprint_expects_blocked  # sees the refusal itself
 async def test_a_remote_base_url_is_blocked_while_real_models_are(request_of: MakeRequest, sleeps: Sleeps) -> None:
     provider = OpenAIProvider(api_key="sk-not-real", base_url="https://api.openai.com/v1", sleep=sleeps)
     assert provider.real

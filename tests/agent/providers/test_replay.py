@@ -182,6 +182,7 @@ async def test_an_empty_cassette_says_to_record(tmp_path: Path) -> None:
         await ReplayProvider("empty", root=tmp_path).complete(ModelRequest.of([]))
 
 
+@pytest.mark.footprint_expects_blocked  # sees the refusal itself
 async def test_recording_a_real_provider_is_blocked_under_pytest(tmp_path: Path) -> None:
     class RealModel(Provider):
         name = "real"

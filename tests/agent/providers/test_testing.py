@@ -60,6 +60,7 @@ async def test_stream_of_a_test_model_sends_the_text_then_the_response() -> None
     assert events[1].response.text == "streamed"  # type: ignore[union-attr]
 
 
+@pytest.mark.footprint_expects_blocked  # sees the refusal itself
 def test_real_model_requests_are_blocked_under_pytest() -> None:
     assert real_models_blocked()
     with pytest.raises(RealModelBlockedError, match="openai: a real model request was made"):
