@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ._diff import RunDivergence, SnapshotDiff, estimate_tokens
+from ._compare import RunComparison, StagePair
+from ._diff import SnapshotDiff, diff_snapshots, estimate_tokens
+from ._names import item_names
 from ._rank import RankedItem
 from ._records import EdgeKind, Origin, OriginKind, Run, Stage, StageKind
 from ._rundata import RunData
@@ -24,6 +27,26 @@ def one_line(text: str | None, width: int = 60) -> str:
     """``text`` on one line, cut to ``width`` characters with an ellipsis."""
     flat = _SPACES.sub(" ", text or "").strip()
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def wrapped(label: str, text: str | None, *, width: int = 100, pad: int = 9) -> list[str]:
+    """``label`` and the whole of ``text``, wrapped to ``width`` with the continuation lines indented.
+
+    Nothing is cut: a person reading an answer in a terminal sees all of it.
+    """
+    first = f"{label:<{pad - 1}} "
+    body = [line for para in (text or "").splitlines() or [""]
+            for line in (textwrap.wrap(para, max(20, width - pad), break_long_words=True) or [""])]
+    return [(first if i == 0 else " " * pad) + line for i, line in enumerate(body)]
+
+
+def duration_text(seconds: float) -> str:
+    """A duration to read: ``850 µs``, ``12.3 ms``, ``4.1 s``."""
+    if seconds < 0.001:
+        return f"{seconds * 1_000_000:.0f} µs"
+    if seconds < 10:
+        return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+    return f"{seconds:.1f} s"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, right: Iterable[int] = ()) -> list[str]:
@@ -48,24 +71,27 @@ def when(timestamp: float | None) -> str:
 
 
 def duration(start: float | None, end: float | None) -> str:
-    """A duration in ms (or s past ten seconds); ``running`` while it has not ended."""
+    """A duration in µs, ms or s (:func:`duration_text`); ``running`` while it has not ended."""
     if start is None or end is None:
         return "running"
-    ms = (end - start) * 1000
-    return f"{ms / 1000:.1f} s" if ms >= 10_000 else f"{ms:.1f} ms"
+    return duration_text(max(0.0, end - start))
 
 
 # ---------------------------------------------------------------------- runs
 
 
-def runs_table(runs: Sequence[Run], stage_counts: dict[str, int]) -> list[str]:
-    """The list of runs, newest first."""
+def runs_table(runs: Sequence[Run], stage_counts: dict[str, int], *, width: int = 100) -> list[str]:
+    """The list of runs, newest first; the input takes what the other columns leave of ``width``."""
     rows = [
-        (r.id, when(r.started_at), r.agent, r.session_id or "-", r.status, stage_counts.get(r.id, 0),
-         r.tokens_in + r.tokens_out, one_line(r.input, 40))
+        [r.id, when(r.started_at), r.agent, r.session_id or "-", r.status, str(stage_counts.get(r.id, 0)),
+         str(r.tokens_in + r.tokens_out), r.input]
         for r in runs
     ]
-    return table(("run", "started", "agent", "session", "status", "stages", "tokens", "input"), rows, right=(5, 6))
+    headers = ("run", "started", "agent", "session", "status", "stages", "tokens", "input")
+    used = sum(max(len(h), *(len(row[i]) for row in rows)) + 2 for i, h in enumerate(headers[:-1])) if rows else 0
+    for row in rows:
+        row[-1] = one_line(row[-1], max(20, width - used))
+    return table(headers, rows, right=(5, 6))
 
 
 # ---------------------------------------------------------------------- show
@@ -97,12 +123,16 @@ def _stage_row(data: RunData, stage: Stage, incoming: dict[str, set[str]]) -> li
             "  ".join(notes)]
 
 
-def show_run(data: RunData, children: Mapping[str, RunData] | None = None) -> list[str]:
+def show_run(
+    data: RunData, children: Mapping[str, RunData] | None = None, *, width: int = 100, context: bool = False
+) -> list[str]:
     """A run's flowchart as text: stages in order, parallel branches as a fork/join block.
 
     ``children`` (run id -> its data) are the runs its ``subagent`` stages started, at any depth
     (see :func:`tracer.child_runs`): each is drawn inside the stage that started it, framed by its
-    agent's boundary, so a team's runs read as one flowchart.
+    agent's boundary, so a team's runs read as one flowchart. The input, answer and error are
+    shown whole, wrapped to ``width``. With ``context``, each inference's snapshot follows, item
+    by item with its name and hash (what ``why --item`` and ``counterfactual --remove`` take).
     """
     run = data.run
     lines = [
@@ -110,12 +140,12 @@ def show_run(data: RunData, children: Mapping[str, RunData] | None = None) -> li
         f"agent    {run.agent}   session {run.session_id or '-'}   status {run.status}",
         f"model    {run.model or '-'}   tokens {run.tokens_in} in / {run.tokens_out} out   cost ${run.cost:.4f}",
         f"started  {when(run.started_at)}   took {duration(run.started_at, run.ended_at)}",
-        f"input    {one_line(run.input, 100)}",
+        *wrapped("input", run.input, width=width),
     ]
     if run.output:
-        lines.append(f"output   {one_line(run.output, 100)}")
+        lines += wrapped("output", run.output, width=width)
     if run.error:
-        lines.append(f"error    {one_line(run.error, 100)}")
+        lines += wrapped("error", run.error, width=width)
     if run.forked_from_run:
         lines.append(f"forked   from run {run.forked_from_run} at stage {run.forked_from_stage or '-'}")
     parent = run.attributes.get("parent_run")
@@ -128,6 +158,8 @@ def show_run(data: RunData, children: Mapping[str, RunData] | None = None) -> li
     lines.append("")
     rows = _flow_rows(data, children or {}, "", set())
     lines += table(("#", "kind", "name", "status", "duration", ""), rows, right=(0, 4))
+    if context:
+        lines += context_lines(data, width=width)
     return lines
 
 
@@ -176,6 +208,25 @@ def _flow_rows(data: RunData, children: Mapping[str, RunData], pad: str, drawn: 
     return rows
 
 
+def context_lines(data: RunData, *, width: int = 100) -> list[str]:
+    """Each inference's snapshot: the items in order, each with its name, hash, origin and text."""
+    names = item_names(data)
+    lines: list[str] = []
+    for stage in sorted(data.stages, key=lambda s: s.seq):
+        entries = data.inputs.get(stage.id, [])
+        if stage.kind != StageKind.INFERENCE or not entries:
+            continue
+        lines += ["", f"context of #{stage.seq} {stage.kind} {stage.name!r} ({stage.id})"]
+        rows = []
+        for entry in entries:
+            item = data.items.get(entry.item_hash)
+            note = "" if entry.included else f"  (not sent: dropped by {entry.dropped_by})"
+            rows.append((names.get(entry.item_hash, "?"), entry.item_hash[:12], item.kind if item else "missing",
+                         one_line(item.text if item else "", max(20, width - 70)) + note))
+        lines += ["  " + line for line in table(("name", "hash", "kind", "text"), rows)]
+    return lines
+
+
 # ---------------------------------------------------------------------- why
 
 
@@ -197,24 +248,36 @@ def describe_origin(origin: Origin | None, stage: EvidenceNode | None, root_run:
     return f"{head} ({where}, stage {name})"
 
 
-def why_tree(evidence: Evidence, run_id: str, *, width: int = 60) -> list[str]:
-    """The evidence as an indented tree, then what was not in context and what dropped it."""
+def why_tree(evidence: Evidence, run_id: str, *, width: int = 100, names: dict[str, str] | None = None) -> list[str]:
+    """The evidence as an indented tree, then what was not in context and what dropped it.
+
+    Each item is shown with its name (``names``: hash -> name, see :func:`tracer.item_names`) and
+    the start of its hash, the two things ``why --item`` and ``counterfactual --remove`` take.
+    """
     lines: list[str] = []
+    names = names or {}
+
+    def label(item_hash: str | None) -> str:
+        if not item_hash:
+            return ""
+        name = names.get(item_hash)
+        return f"  [{name} {item_hash[:8]}]" if name else f"  [{item_hash[:8]}]"
 
     def item_line(node: EvidenceNode, depth: int) -> None:
         stage = next((c for c in node.children if c.node == "stage"), None)
         role = node.item_kind or "?"
-        text = f'"{one_line(node.text, width)}"' if node.text is not None else f"(item {node.item_hash} not stored)"
-        arrow = describe_origin(node.origin, stage, run_id)
         pad = "  " * depth
+        room = max(30, width - len(pad) - 40)
+        text = f'"{one_line(node.text, room)}"' if node.text is not None else f"(item {node.item_hash} not stored)"
+        arrow = describe_origin(node.origin, stage, run_id)
         if node.seen:
-            lines.append(f"{pad}{role}  {text}  [shown above]")
+            lines.append(f"{pad}{role}  {text}{label(node.item_hash)}  [shown above]")
             return
         if stage is not None and stage.seen:
-            lines.append(f"{pad}{role}  {text}  <- {arrow}  [stage shown above]")
+            lines.append(f"{pad}{role}  {text}  <- {arrow}{label(node.item_hash)}  [stage shown above]")
             return
         note = f"  [{stage.note}]" if stage is not None and stage.note else ""
-        lines.append(f"{pad}{role}  {text}  <- {arrow}{note}")
+        lines.append(f"{pad}{role}  {text}  <- {arrow}{label(node.item_hash)}{note}")
         if stage is not None:
             for child in stage.children:
                 item_line(child, depth + 1)
@@ -236,8 +299,8 @@ def why_tree(evidence: Evidence, run_id: str, *, width: int = 60) -> list[str]:
             continue
         seen.add(dropped.item_hash)
         origin = describe_origin(dropped.origin, None, run_id)
-        lines.append(f'  {dropped.item_kind}  "{one_line(dropped.text, width)}"  <- {origin}  '
-                     f"dropped by {dropped.dropped_by}")
+        lines.append(f'  {dropped.item_kind}  "{one_line(dropped.text, max(30, width - 50))}"  <- {origin}  '
+                     f"dropped by {dropped.dropped_by}{label(dropped.item_hash)}")
     return lines
 
 
@@ -289,19 +352,76 @@ def snapshot_diff_lines(diff: SnapshotDiff, *, width: int = 60) -> list[str]:
     return lines
 
 
-def run_diff_lines(a: RunData, b: RunData, divergence: RunDivergence) -> list[str]:
-    """Where two runs first diverge, and the snapshot diff at that point."""
-    lines = [f"A  {a.run.id}  {a.run.status}  {one_line(a.run.output or a.run.error, 60)}",
-             f"B  {b.run.id}  {b.run.status}  {one_line(b.run.output or b.run.error, 60)}", ""]
-    if divergence.index is None:
-        lines.append("the runs do not diverge: same stages, same context, same outputs")
-        return lines
-    lines.append(f"first divergence at stage #{divergence.index}: {divergence.reason}")
-    for label, data, stage_id in (("A", a, divergence.stage_a), ("B", b, divergence.stage_b)):
-        if stage_id and data.has_stage(stage_id):
-            stage = data.stage(stage_id)
-            lines.append(f"  {label}: {stage.kind} {stage.name!r} ({stage.id})")
-    if divergence.snapshot is not None:
-        lines.append("")
-        lines += snapshot_diff_lines(divergence.snapshot)
+def _stage_pair_line(pair: StagePair) -> str:
+    mark = {"same": "=", "differs": "≠", "only_a": "A", "only_b": "B"}[pair.change]
+    stage = pair.a or pair.b
+    assert stage is not None
+    reasons = f"  {'; '.join(pair.reasons)}" if pair.change != "same" else ""
+    return f"  {mark} {stage.kind:<11} {stage.name:<28}{reasons}".rstrip()
+
+
+def comparison_lines(
+    comparison: RunComparison, runs: tuple[RunData, RunData] | None = None, *, width: int = 100
+) -> list[str]:
+    """Two runs side by side (``footprint diff A B``): both answers whole, the first divergence, the
+    context diff at the first inference that saw something else (item by item, tokens per origin
+    kind; needs the two ``runs``), the stages, tool calls and usage."""
+    a, b = comparison.a, comparison.b
+    lines: list[str] = []
+    for label, run in (("A", a), ("B", b)):
+        lines.append(f"{label}  {run.id}  {run.status}:")
+        lines += wrapped("", run.output if run.output is not None else (run.error or "(no answer)"), width=width, pad=4)
+    lines += [f"Answers: {'the same' if comparison.same_answer else 'differ'}", ""]
+    first = comparison.first_divergence
+    if first is None:
+        lines.append("The runs do not diverge: the same stages, context and outputs.")
+    else:
+        lines.append(f"First divergence: {first.label}: {'; '.join(first.reasons)}")
+        if first.context is not None:
+            lines += ["", "Context there (A -> B):"]
+            lines += ["  " + line for line in snapshot_diff_lines(first.context, width=max(40, width - 50))]
+        if first.outputs is not None and first.outputs.entries:
+            lines += ["", "Output there (A -> B):"]
+            for entry in first.outputs.entries:
+                if entry.before_text is not None:
+                    lines.append(f"  {entry.change}: {entry.item_kind}:")
+                    lines += wrapped("    A", entry.before_text, width=width, pad=8)
+                    lines += wrapped("    B", entry.text, width=width, pad=8)
+                else:
+                    side = "A" if entry.change == "dropped" else "B"
+                    lines += wrapped(f"  only in {side}: {entry.item_kind}", entry.text, width=width, pad=4)
+        for dropped in first.dropped:
+            lines.append(f"  left out in {dropped.side.upper()} only ({dropped.dropped_by}): {dropped.item_kind} "
+                         f"{one_line(dropped.text, max(30, width - 50))}")
+        model_saw = next((p for p in comparison.stages if p.change != "same" and p.context is not None
+                          and p.a is not None and p.b is not None and p.a.kind == StageKind.INFERENCE), None)
+        if runs is not None and model_saw is not None and model_saw.a is not None and model_saw.b is not None:
+            a_data, b_data = runs
+            context = diff_snapshots(a_data.snapshot(model_saw.a.id), b_data.snapshot(model_saw.b.id),
+                                     {**a_data.items, **b_data.items})
+            lines += ["", f"What the model saw at {model_saw.label} (A -> B):"]
+            lines += ["  " + line for line in snapshot_diff_lines(context, width=max(40, width - 50))]
+    lines += ["", "Stages:"]
+    lines += [_stage_pair_line(p) for p in comparison.stages]
+    if comparison.tool_calls:
+        room = max(30, (width - 20) // 2)
+        lines += ["", "Tool calls:"]
+        for call in comparison.tool_calls:
+            if call.change in ("same", "result"):
+                lines.append(f"  {call.change:<9} {call.name_a}({call.arguments_a})")
+                if call.change == "result":
+                    lines.append(f"            A {one_line(call.result_a, room)}  B {one_line(call.result_b, room)}")
+            elif call.change == "only_b":
+                lines.append(f"  only B    {call.name_b}({call.arguments_b})")
+            elif call.change == "only_a":
+                lines.append(f"  only A    {call.name_a}({call.arguments_a})")
+            else:
+                lines.append(f"  {call.change:<9} A {call.name_a}({call.arguments_a})  B {call.name_b}({call.arguments_b})")
+    usage = comparison.usage
+    lines += [
+        "",
+        f"Tokens in   A {usage.tokens_in[0]:>7}  B {usage.tokens_in[1]:>7}  ({usage.tokens_in[1] - usage.tokens_in[0]:+d})",
+        f"Tokens out  A {usage.tokens_out[0]:>7}  B {usage.tokens_out[1]:>7}  ({usage.tokens_out[1] - usage.tokens_out[0]:+d})",
+        f"Cost        A ${usage.cost[0]:.6f}  B ${usage.cost[1]:.6f}",
+    ]
     return lines

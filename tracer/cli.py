@@ -3,7 +3,8 @@
     footprint runs --session maya-1 --limit 10
     footprint show last
     footprint why last --depth 4          (ranked; --order context for the walk)
-    footprint diff r-0193a1 r-0193b7
+    footprint why last --item memory:profile.home_city
+    footprint diff r-0193a1 r-0193b7      (or: footprint compare)
     footprint diff --stages s-0193a1b2 s-0193a1c4
     footprint sql "SELECT kind, count(*) FROM stages GROUP BY kind"
 
@@ -16,6 +17,7 @@ through a ``register(group)`` function; the console script (:mod:`explorer.cli`)
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -23,14 +25,15 @@ from typing import Any, TypeVar
 
 import click
 
-from ._diff import diff_runs, diff_snapshots
+from ._compare import compare_run_data
+from ._diff import diff_snapshots
 from ._lineage import child_runs
 from ._names import item_names, resolve_item
 from ._rank import rank
 from ._render import (
+    comparison_lines,
     one_line,
     ranked_lines,
-    run_diff_lines,
     runs_table,
     show_run,
     snapshot_diff_lines,
@@ -97,24 +100,34 @@ def runs_command(
         narrowed = replace(where, forks=False) != RunFilter(forks=False)
         click.echo(f"no runs in {db}" + (" match" if narrowed else "") + (f" ({hidden_note})" if hidden else ""))
         return
-    _echo_lines(runs_table(runs, counts))
+    _echo_lines(runs_table(runs, counts, width=_width()))
     if total > len(runs):
         click.echo(f"({len(runs)} of {total} runs; --limit shows more)")
     if hidden:
         click.echo(f"({hidden_note})")
 
 
+def _width() -> int:
+    """The terminal's width (100 when output goes to a pipe or a file)."""
+    return max(60, shutil.get_terminal_size((100, 24)).columns)
+
+
 @click.command("show")
 @click.argument("run")
 @click.option("--team/--no-team", default=True, show_default=True,
               help="Draw the runs the run's sub-agents made inside it, as one flowchart.")
+@click.option("--context", "with_context", is_flag=True,
+              help="Also list each inference's context: every item with its name and hash.")
 @db_option
 @json_option
-def show_command(run: str, team: bool, db: str, as_json: bool) -> None:
+def show_command(run: str, team: bool, with_context: bool, db: str, as_json: bool) -> None:
     """Show a run's flowchart: its stages in order, parallel tool calls as a fork/join block.
 
-    RUN is a run id, a unique prefix of one, or `last`. A run whose agents handed work to other
-    agents is drawn with their runs inside, each framed by its agent's boundary.
+    RUN is a run id, a unique prefix of one, or `last` (the last run a person made, not a re-run).
+    A run whose agents handed work to other agents is drawn with their runs inside, each framed by
+    its agent's boundary. The input and answer are shown whole. With --context, the items each
+    inference saw follow, each with the name and hash that `why --item` and `counterfactual
+    --remove` take.
     """
     with reading(db) as store:
         data = store.load_run(store.resolve_run_id(run))
@@ -123,7 +136,7 @@ def show_command(run: str, team: bool, db: str, as_json: bool) -> None:
         _echo_json({**rundata_to_dict(data), "children": [rundata_to_dict(c) for c in children.values()]}
                    if children else rundata_to_dict(data))
         return
-    _echo_lines(show_run(data, children))
+    _echo_lines(show_run(data, children, width=_width(), context=with_context))
 
 
 @click.command("why")
@@ -157,7 +170,7 @@ def why_command(run: str, item: str | None, depth: int, order: str, show_all: bo
         _echo_json({**evidence.to_dict(), "ranked": [r.to_dict() for r in ranked]})
         return
     if order == "context":
-        _echo_lines(why_tree(evidence, run_id))
+        _echo_lines(why_tree(evidence, run_id, width=_width(), names=names))
         return
     _echo_lines(ranked_lines(ranked, run_id, limit=None if show_all else 15))
 
@@ -168,9 +181,12 @@ def why_command(run: str, item: str | None, depth: int, order: str, show_all: bo
 @db_option
 @json_option
 def diff_command(refs: tuple[str, str], stages: bool, db: str, as_json: bool) -> None:
-    """Compare two runs (where they first diverge, and the context diff there) or, with --stages, two snapshots.
+    """Compare two runs, or with --stages two snapshots (`compare` is another name for it).
 
-    Runs are named by id, unique prefix or `last`; stages by id or unique prefix.
+    For runs: both answers whole, the first stage where they diverge with the context diff there
+    (each item added, dropped or changed, and the tokens per origin kind), the stages side by
+    side, the tool calls that differ, tokens and cost. Runs are named by id, unique prefix or
+    `last`; stages by id or unique prefix.
     """
     a_ref, b_ref = refs
     with reading(db) as store:
@@ -189,15 +205,16 @@ def diff_command(refs: tuple[str, str], stages: bool, db: str, as_json: bool) ->
                 return
             sa, sb = data_a.stage(stage_a), data_b.stage(stage_b)
             _echo_lines([f"A  {sa.kind} {sa.name!r}  {stage_a}  (run {run_a})",
-                         f"B  {sb.kind} {sb.name!r}  {stage_b}  (run {run_b})", "", *snapshot_diff_lines(diff)])
+                         f"B  {sb.kind} {sb.name!r}  {stage_b}  (run {run_b})", "",
+                         *snapshot_diff_lines(diff, width=max(40, _width() - 50))])
             return
         data_a = store.load_run(store.resolve_run_id(a_ref))
         data_b = store.load_run(store.resolve_run_id(b_ref))
-    divergence = diff_runs(data_a, data_b)
+    comparison = compare_run_data(data_a, data_b)
     if as_json:
-        _echo_json({"run_a": data_a.run.id, "run_b": data_b.run.id, **divergence.to_dict()})
+        _echo_json(comparison.to_dict())
         return
-    _echo_lines(run_diff_lines(data_a, data_b, divergence))
+    _echo_lines(comparison_lines(comparison, (data_a, data_b), width=_width()))
 
 
 @click.command("sql")
@@ -223,6 +240,7 @@ def register(group: click.Group) -> None:
     """Add the recording commands to ``group``."""
     for command in (runs_command, show_command, why_command, diff_command, sql_command):
         group.add_command(command)
+    group.add_command(diff_command, name="compare")  # one command, two names: people look for either
     from ._export_cli import export  # footprint export otlp|parquet (imports this module's db_option)
 
     group.add_command(export)

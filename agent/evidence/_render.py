@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tracer import DroppedContext, Origin, RunComparison, StagePair
+from tracer import DroppedContext, Origin
 
 from ._blame import BlameReport, Suspect
 from ._counterfactual import CounterfactualResult
@@ -113,71 +113,6 @@ def render_blame(report: BlameReport) -> str:
     for note in report.notes:
         lines += ["", f"Note: {note}"]
     lines += ["", f"{report.reruns} re-run(s) (controls included) in {report.seconds:.2f} s"]
-    return "\n".join(lines)
-
-
-def _stage_line(pair: StagePair) -> str:
-    mark = {"same": "=", "differs": "≠", "only_a": "A", "only_b": "B"}[pair.change]
-    stage = pair.a or pair.b
-    assert stage is not None
-    reasons = f"  {'; '.join(pair.reasons)}" if pair.change != "same" else ""
-    return f"  {mark} {stage.kind:<11} {stage.name[:28]:<28}{reasons}".rstrip()
-
-
-def render_comparison(comparison: RunComparison) -> str:
-    """Two runs side by side: answers, the first divergence and its context, tool calls, tokens and cost."""
-    a, b = comparison.a, comparison.b
-    lines = [
-        f"A  {a.id}  {a.status}:",
-        f"    {short(a.output, 300)}",
-        f"B  {b.id}  {b.status}:",
-        f"    {short(b.output, 300)}",
-        f"Answers: {'the same' if comparison.same_answer else 'differ'}",
-        "",
-    ]
-    first = comparison.first_divergence
-    if first is None:
-        lines.append("The runs do not diverge: the same stages, context and outputs.")
-    else:
-        lines.append(f"First divergence: {first.label}: {'; '.join(first.reasons)}")
-        diffs = [("context", first.context), ("output", first.outputs)]
-        for what, diff in diffs:
-            if diff is None:
-                continue
-            for entry in diff.entries:
-                where = f"{entry.origin_kind} {entry.origin_source}" if entry.origin_source else entry.origin_kind
-                kind = entry.item_kind if what == "output" else f"{entry.item_kind} ({where})"
-                if entry.before_text is not None:
-                    lines.append(f"  {what} {entry.change}: {kind}: A {short(entry.before_text, 50)} "
-                                 f"-> B {short(entry.text, 50)}")
-                else:
-                    side = "A" if entry.change == "dropped" else "B"
-                    lines.append(f"  {what} only in {side}: {kind} {short(entry.text, 60)}")
-        for dropped in first.dropped:
-            lines.append(f"  left out in {dropped.side.upper()} only ({dropped.dropped_by}): {dropped.item_kind} "
-                         f"{short(dropped.text, 60)}")
-    lines += ["", "Stages:"]
-    lines += [_stage_line(p) for p in comparison.stages]
-    if comparison.tool_calls:
-        lines += ["", "Tool calls:"]
-        for call in comparison.tool_calls:
-            if call.change in ("same", "result"):
-                lines.append(f"  {call.change:<9} {call.name_a}({call.arguments_a})")
-                if call.change == "result":
-                    lines.append(f"            A {short(call.result_a, 50)}  B {short(call.result_b, 50)}")
-            elif call.change == "only_b":
-                lines.append(f"  only B    {call.name_b}({call.arguments_b})")
-            elif call.change == "only_a":
-                lines.append(f"  only A    {call.name_a}({call.arguments_a})")
-            else:
-                lines.append(f"  {call.change:<9} A {call.name_a}({call.arguments_a})  B {call.name_b}({call.arguments_b})")
-    usage = comparison.usage
-    lines += [
-        "",
-        f"Tokens in   A {usage.tokens_in[0]:>7}  B {usage.tokens_in[1]:>7}  ({usage.tokens_in[1] - usage.tokens_in[0]:+d})",
-        f"Tokens out  A {usage.tokens_out[0]:>7}  B {usage.tokens_out[1]:>7}  ({usage.tokens_out[1] - usage.tokens_out[0]:+d})",
-        f"Cost        A ${usage.cost[0]:.6f}  B ${usage.cost[1]:.6f}",
-    ]
     return "\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""The evidence commands of the `footprint` CLI: replay, counterfactual, blame, compare, dropped.
+"""The evidence commands of the `footprint` CLI: replay, counterfactual, blame, dropped (compare is `footprint diff`).
 
 ``register(group)`` adds them; :mod:`agent.cli` calls it. Re-runs against a live model pick the
 provider the run was made with: the offline demo model for runs labelled ``offline-demo``,
@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from tracer import Run, Store, compare_runs, dropped_context
+from tracer import Run, Store, dropped_context
 from tracer.cli import db_option
 
 from ..errors import UserError
@@ -33,7 +33,7 @@ from ._counterfactual import NEW_CALL_POLICIES, Comparator, CounterfactualResult
 from ._edits import Edit
 from ._rebuild import ServedTools
 from ._recording import read_recording
-from ._render import render_blame, render_comparison, render_counterfactual, render_dropped, render_replay
+from ._render import render_blame, render_counterfactual, render_dropped, render_replay
 from ._replay import replay
 from .errors import EvidenceError
 
@@ -64,7 +64,7 @@ new_calls_option = click.option(
 
 def register(group: click.Group) -> None:
     """Add the evidence commands to ``group``."""
-    for command in (replay_command, counterfactual_command, blame_command, compare_command, dropped_command):
+    for command in (replay_command, counterfactual_command, blame_command, dropped_command):
         group.add_command(command)
 
 
@@ -211,19 +211,6 @@ def blame_command(
             on_progress=None if as_json else _progress,
         ))
     _echo_json(report.to_dict()) if as_json else click.echo(render_blame(report))
-
-
-@click.command("compare")
-@click.argument("run_a")
-@click.argument("run_b")
-@db_option
-@json_option
-def compare_command(run_a: str, run_b: str, db: str, as_json: bool) -> None:
-    """Compare two runs stage by stage: the first divergence, the context that differs there, the tool
-    calls that differ, tokens and cost."""
-    with Store.open(db, read_only=True) as store:
-        comparison = compare_runs(store, store.resolve_run_id(run_a), store.resolve_run_id(run_b))
-    _echo_json(comparison.to_dict()) if as_json else click.echo(render_comparison(comparison))
 
 
 @click.command("dropped")

@@ -165,7 +165,14 @@ def test_why_json_and_depth(db: str) -> None:
 def test_diff_of_two_runs_and_of_two_stages(db: str) -> None:
     second, first = _run_ids(db)[1:]
     out = _invoke("diff", first, second, "--db", db).output
-    assert "first divergence at stage #0: input 'user message' produced different output" in out
+    assert "First divergence: input 'user message': produced different output" in out
+    with Store.open(db, read_only=True) as store:
+        answers = [store.get_run(r).output or "" for r in (first, second)]
+    flat = " ".join(out.split())
+    assert all(len(a) > 20 and " ".join(a.split()) in flat for a in answers)  # both answers whole, not cut
+    assert "What the model saw at inference" in out and "origin kind" in out and "Tokens in" in out
+    assert _invoke("compare", first, second, "--db", db).output == out  # one command, two names
+    assert json.loads(_invoke("compare", first, second, "--db", db, "--json").output)["same_answer"] is False
     with Store.open(db, read_only=True) as store:
         stages = [r[0] for r in store.query("SELECT id FROM stages WHERE kind = 'inference' ORDER BY started_at")]
     out = _invoke("diff", "--stages", stages[0], stages[1], "--db", db).output

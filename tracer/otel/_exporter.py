@@ -18,9 +18,8 @@ import logging
 import os
 import socket
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from collections.abc import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry import trace as otel_trace

@@ -1,4 +1,4 @@
-"""The evidence commands, driven through click: replay, counterfactual, blame, compare, dropped."""
+"""The evidence commands, driven through click: replay, counterfactual, blame, dropped."""
 
 from __future__ import annotations
 
@@ -76,13 +76,8 @@ def test_blame_command(cli: click.Group, demo_db: tuple[str, list[str], str]) ->
     assert "Not tested:" in out and "the user's question itself" in out
 
 
-def test_compare_and_dropped_commands(cli: click.Group, demo_db: tuple[str, list[str], str]) -> None:
+def test_dropped_command(cli: click.Group, demo_db: tuple[str, list[str], str]) -> None:
     db, runs, _ = demo_db
-    code, out, _ = run(cli, "compare", runs[1], runs[2], "--db", db)
-    assert code == 0, out
-    assert "First divergence: input 'user message'" in out and "Tokens in" in out
-    code, out, _ = run(cli, "compare", runs[1], runs[2], "--db", db, "--json")
-    assert json.loads(out)["same_answer"] is False
     code, out, _ = run(cli, "dropped", runs[1], "--db", db)
     assert code == 0 and "turn 1" in out and "left out" in out
 
