@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test docs screenshots bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "footprint needs Python 3.11 or newer (found " + sys.version.split()[0] + ")")'
@@ -23,6 +23,16 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/ruff check tracer agent hosting explorer tests bench
 	$(BIN)/mypy
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .site-check && rm -rf .site-check
+
+# The guide as a website in site/ (open site/index.html); strict: a broken link or page fails it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The explorer screenshots in docs/ are copies of its snapshot tests' SVGs: refresh both.
+screenshots: $(STAMP)
+	$(BIN)/python -m pytest -q tests/explorer/test_snapshots.py --snapshot-update
+	$(BIN)/python tests/explorer/test_screenshots.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/record.py
@@ -31,4 +41,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/explorer.py
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache footprint.duckdb
+	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache footprint.duckdb site

@@ -1,6 +1,6 @@
 """footprint's explorer: a Textual app over recorded runs, `why`, the persona sandbox and a live host.
 
-Open it with ``footprint explore [DB]`` (a store file), ``footprint explore --host URL`` (a host in
+Open it with ``footprint explore [--db DB]`` (a store file, read-only), ``footprint explore --host URL`` (a host in
 another process) or ``footprint up`` (a host and the explorer in one process); from code with
 :func:`open_run`. The screens read through a :class:`RecordingSource`, so a local store and a
 host's read API look the same to them.
