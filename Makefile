@@ -12,7 +12,9 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "Installing footprint and its dependencies into $(VENV) (first run only)..."
 	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# setuptools warns on every editable install that a folder named like a package may shadow it (here
+	@# it is the package): said once, here, instead of a block of warnings on every first `make demo`.
+	@PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
