@@ -105,10 +105,14 @@ def cost_short(dollars: float) -> str:
 
 
 def duration(start: float | None, end: float | None) -> str:
-    """A duration: ``12ms``, ``1.4s``, ``2m05s``; empty when it has not ended."""
+    """A duration: ``85µs``, ``4.2ms``, ``12ms``, ``1.4s``, ``2m05s``; empty when it has not ended."""
     if start is None or end is None:
         return ""
     seconds = max(0.0, end - start)
+    if seconds < 0.001:
+        return f"{seconds * 1_000_000:.0f}µs"
+    if seconds < 0.01:
+        return f"{seconds * 1000:.1f}ms"
     if seconds < 1:
         return f"{seconds * 1000:.0f}ms"
     if seconds < 60:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, ClassVar, Literal
 
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from agent.providers import Provider
 from tracer import Run
 
+from ._keymap import help_rows, palette_commands
 from ._prefetch import RunLoad
 from ._source import RecordingSource
 from .sandbox import PersonaStore
@@ -39,13 +41,13 @@ class ExplorerApp(App[None]):
 
     CSS_PATH = "explorer.tcss"
     TITLE = "footprint explorer"
-    ENABLE_COMMAND_PALETTE = False
+    ENABLE_COMMAND_PALETTE = True  # ctrl+p: the screen's actions by name (get_system_commands)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Keys", key_display="?"),
         # F1 too: where a text box has the focus (a chat), "?" is a character typed into it
         Binding("f1", "help", "Keys", show=False),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
-        # q quits from every screen; a focused text box still takes the letter as typing
+        # q quits from every screen (a focused text box still takes the letter as typing), as does
+        # Textual's ctrl+q; ctrl+c is left to Textual: it copies the selected text
         Binding("q", "quit", "Quit", show=False),
     ]
 
@@ -153,21 +155,15 @@ class ExplorerApp(App[None]):
     # ------------------------------------------------------------------ help
 
     def action_help(self) -> None:
-        """List the keys of the current screen: its own first, then the focused widget's, then the app's."""
+        """List the keys of the current screen: its own first, then the focused list's, then every screen's."""
         screen = self.screen
         if isinstance(screen, HelpScreen):
             return
-        groups: dict[tuple[int, str, str], list[str]] = {}
-        for key, active in screen.active_bindings.items():
-            binding = active.binding
-            if not binding.description:
-                continue
-            rank = 0 if active.node is screen else (2 if active.node is self else 1)
-            display = self.get_key_display(binding) if binding.key_display else self.get_key_display(
-                binding.__class__(key, binding.action))
-            keys = groups.setdefault((rank, binding.action, binding.description), [])
-            if display not in keys:
-                keys.append(display)
-        ordered = sorted(groups.items(), key=lambda kv: kv[0][0])
         title = type(screen).__name__.removesuffix("Screen").lower() or "screen"
-        self.push_screen(HelpScreen(title, [(" ".join(keys), description) for (_, _, description), keys in ordered]))
+        self.push_screen(HelpScreen(title, help_rows(self, screen)))
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The command palette (ctrl+p): the screen's own actions by name, then Textual's (theme, quit...)."""
+        for title, help_text, action, node in palette_commands(self, screen):
+            yield SystemCommand(title, help_text, partial(self.run_action, action, node))
+        yield from super().get_system_commands(screen)

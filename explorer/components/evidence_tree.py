@@ -17,8 +17,11 @@ from .._format import ORIGIN_COLOURS, STAGE_COLOURS, kind_label, one_line, short
 _EXPAND_DEPTH = 8  # deeper branches start collapsed so a long session stays readable
 
 
-def node_label(node: EvidenceNode, width: int = 40, home_run: str | None = None) -> Text:
-    """How a node of the evidence graph reads in the tree (a stage's run is named when not ``home_run``)."""
+def node_label(node: EvidenceNode, width: int = 40, home_run: str | None = None, name: str | None = None) -> Text:
+    """How a node of the evidence graph reads in the tree (a stage's run is named when not ``home_run``).
+
+    An item shows its name (``memory:profile.home_city``) and its text cut to ``width`` with an ellipsis.
+    """
     if node.node == "stage":
         label = Text()
         label.append("◆ ", style=STAGE_COLOURS.get(node.stage_kind or "", ""))
@@ -33,11 +36,14 @@ def node_label(node: EvidenceNode, width: int = 40, home_run: str | None = None)
     origin = node.origin
     colour = ORIGIN_COLOURS.get(origin.kind if origin else "", "")
     label = Text()
-    label.append(f"{kind_label(node.item_kind or 'item')}: ", style=f"dim {colour}")
-    label.append(one_line(node.text or "(not stored)", width), style=colour)
-    if origin is not None and origin.kind != OriginKind.STAGE:
-        label.append(f"  ← {kind_label(origin.kind)}" + (f" {origin.source}" if origin.source else ""),
-                     style=f"bold {colour}")
+    label.append(f"{name or kind_label(node.item_kind or 'item')}: ", style=f"dim {colour}")
+    tail = ""
+    if origin is not None and origin.kind != OriginKind.STAGE and not (name and origin.source and origin.source in name):
+        tail = f"  ← {kind_label(origin.kind)}" + (f" {origin.source}" if origin.source else "")
+    room = max(12, width - len(label.plain) - len(tail))
+    label.append(one_line(node.text or "(not stored)", room), style=colour)
+    if tail:
+        label.append(tail, style=f"bold {colour}")
     return label
 
 
@@ -53,6 +59,9 @@ class EvidenceTree(Tree[EvidenceNode]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "next_source", "Next source"),
         Binding("N", "previous_source", "Prev source", show=False),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("y", "copy_node", "Copy text", show=False),
     ]
 
     class NodeChosen(Message):
@@ -68,19 +77,28 @@ class EvidenceTree(Tree[EvidenceNode]):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("evidence", id=id)
+        self.names: dict[str, str] = {}
         self.show_root = True
         self.auto_expand = False
 
-    def show(self, evidence: Evidence) -> None:
-        """Fill the tree from ``evidence``."""
+    def show(self, evidence: Evidence, names: dict[str, str] | None = None) -> None:
+        """Fill the tree from ``evidence``; ``names`` (hash -> item name) label the items of the run.
+
+        Each label takes the width the tree leaves it at its depth (the guides take four columns a
+        level), so what is cut ends in an ellipsis instead of at the edge.
+        """
         self.clear()
+        names = names or {}
+        self.names = names
         root = evidence.root
-        self.root.set_label(Text.assemble(("why: ", "bold"), node_label(root, 56)))
+        width = (self.size.width or self.app.size.width) - 2
+        self.root.set_label(Text.assemble(
+            ("why: ", "bold"), node_label(root, width - 6, name=names.get(root.item_hash or ""))))
         self.root.data = root
 
         def add(parent: TreeNode[EvidenceNode], node: EvidenceNode, depth: int) -> None:
             for child in node.children:
-                label = node_label(child, home_run=root.run_id)
+                label = node_label(child, max(20, width - 4 * depth - 2), root.run_id, names.get(child.item_hash or ""))
                 if child.children:
                     branch = parent.add(label, data=child, expand=depth < _EXPAND_DEPTH)
                     add(branch, child, depth + 1)
@@ -127,6 +145,15 @@ class EvidenceTree(Tree[EvidenceNode]):
     def action_previous_source(self) -> None:
         """Move to the previous item that came from outside the run's stages."""
         self._jump(-1)
+
+    def action_copy_node(self) -> None:
+        """Copy the text of the item (or the id of the stage) under the cursor."""
+        node = self.cursor_node.data if self.cursor_node is not None else None
+        if node is None:
+            return
+        text = node.text if node.node == "item" and node.text is not None else (node.stage_id or node.item_hash or "")
+        self.app.copy_to_clipboard(text)
+        self.notify(f"copied {len(text)} characters", timeout=2)
 
     def on_tree_node_selected(self, event: Tree.NodeSelected[EvidenceNode]) -> None:
         event.stop()

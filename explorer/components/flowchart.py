@@ -35,6 +35,7 @@ class Flowchart(ScrollView, can_focus=True):
         Binding("home", "edge('first')", "First stage", show=False),
         Binding("end", "edge('last')", "Last stage", show=False),
         Binding("enter", "open", "Open stage", show=False),
+        Binding("y", "copy_id", "Copy stage id", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -132,6 +133,13 @@ class Flowchart(ScrollView, can_focus=True):
             return
         stages = sorted(self.data.stages, key=lambda s: s.seq)
         self.selected = (stages[0] if which == "first" else stages[-1]).id
+
+    def action_copy_id(self) -> None:
+        """Copy the id of the selected stage to the clipboard."""
+        stage = self.selected_stage
+        if stage is not None:
+            self.app.copy_to_clipboard(stage.id)
+            self.notify(f"copied {stage.id}", timeout=2)
 
     def action_open(self) -> None:
         """Open the selected stage."""

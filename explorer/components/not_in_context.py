@@ -9,9 +9,10 @@ from textual.widgets import DataTable
 from tracer import DroppedItem
 
 from .._format import ORIGIN_COLOURS, one_line, short_id
+from ._keys import MovableTable
 
 
-class NotInContextTable(DataTable[str | Text]):
+class NotInContextTable(MovableTable):
     """One row per item left out of a context, with what left it out and where it came from."""
 
     DEFAULT_CSS = """

@@ -20,6 +20,7 @@ from tracer import Run, RunFilter
 
 from .._format import clock, cost_short, head, one_line, status_text, tokens
 from .._source import ALL_RUNS, RecordingSource
+from ._keys import TABLE_MOVES
 
 PAGE = 100
 _AHEAD = 25  # read the next page when the cursor is this close to the end of what is loaded
@@ -48,6 +49,8 @@ class RunsTable(DataTable[str | Text]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("home", "scroll_top", "First run", show=False),
         Binding("end", "scroll_bottom", "Last loaded run", show=False),
+        *TABLE_MOVES,
+        Binding("y", "copy_id", "Copy run id", show=False),
     ]
 
     class PageLoaded(Message):
@@ -98,10 +101,15 @@ class RunsTable(DataTable[str | Text]):
         self.reload()
 
     def _columns(self, width: int) -> None:
-        """(Re)make the columns so the answer takes the width the others leave."""
-        fixed = [(label, w) for label, w in _FIXED if label not in self.hide]
+        """(Re)make the columns: session and agent widen with the terminal (up to what their names
+        need), and the answer takes the width the others leave."""
+        extra = max(0, width - 100) // 3
+        wide = {"session": min(10 + extra, 24), "agent": min(9 + extra, 20)}
+        narrow = ("cost",) if width < 90 else ()  # at 80 columns the answer needs the room more
+        fixed = [(label, wide.get(label, w)) for label, w in _FIXED if label not in self.hide + narrow]
         answer = max(10, width - sum(w for _, w in fixed) - 2 * (len(fixed) + 1) - 2)
-        if "answer" in self.columns and self.columns["answer"].width == answer:  # type: ignore[index]
+        if "answer" in self.columns and self.columns["answer"].width == answer and [
+                (str(k.value), c.width) for k, c in self.columns.items() if str(k.value) != "answer"] == fixed:
             return
         cursor = self.cursor_row
         self.clear(columns=True)
@@ -180,12 +188,15 @@ class RunsTable(DataTable[str | Text]):
         preview = run.output if run.output is not None else (run.error or run.input)
         style = "" if run.output is not None else "dim"
         cells: dict[str, str | Text] = {
-            "time": clock(run.started_at, seconds=False), "session": head(run.session_id, 10),
-            "agent": one_line(run.agent, 9), "status": status_text(run.status),
+            "time": clock(run.started_at, seconds=False), "session": head(run.session_id, self._width("session")),
+            "agent": one_line(run.agent, self._width("agent")), "status": status_text(run.status),
             "answer": Text(one_line(preview, answer_width), style=style),
             "tok": tokens(run.tokens_in + run.tokens_out), "cost": cost_short(run.cost),
         }
         return tuple(cells[str(key.value)] for key in self.columns)
+
+    def _width(self, column: str) -> int:
+        return self.columns[column].width if column in self.columns else dict(_FIXED)[column]  # type: ignore[index]
 
     def _maybe_more(self) -> None:
         if self._loading or len(self.runs) >= self.total:
@@ -221,3 +232,10 @@ class RunsTable(DataTable[str | Text]):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         self.post_message(self.RunChosen(str(event.row_key.value)))
+
+    def action_copy_id(self) -> None:
+        """Copy the id of the run under the cursor to the clipboard."""
+        run_id = self.current_run_id
+        if run_id:
+            self.app.copy_to_clipboard(run_id)
+            self.notify(f"copied {run_id}", timeout=2)

@@ -11,9 +11,10 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from .._format import clock, head
+from ._keys import MovableTable
 
 
-class SessionsTable(DataTable[str | Text]):
+class SessionsTable(MovableTable):
     """One row per session of the host, latest first; reads them in a worker thread."""
 
     DEFAULT_CSS = """

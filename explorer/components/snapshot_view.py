@@ -5,16 +5,18 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from tracer import Origin, RunData, SnapshotDiff, SnapshotEntry, Stage, diff_snapshots, estimate_tokens
 
-from .._format import ORIGIN_COLOURS, kind_label, one_line, origin_text, short_id, tokens
+from .._format import ORIGIN_COLOURS, kind_label, one_line, origin_text, tokens
 from .._prefetch import missing_snapshots
+from ._keys import MovableTable
 from ._snapshots import SnapshotsWanted
 
 _CHANGE_COLOURS = {
@@ -24,19 +26,25 @@ _CHANGE_COLOURS = {
 
 
 class SnapshotView(Vertical):
-    """The items an inference stage sent, each with its role, tokens, origin and text.
+    """The items an inference stage sent, each with its role, tokens, name and text.
 
-    ``d`` switches to the diff against the previous inference of the run and back.
+    ``d`` switches to the diff against the previous inference of the run and back; ``/`` searches
+    the items (text and name), ``o`` keeps the items of one origin kind (pressed again: the next).
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("d", "toggle_diff", "Diff"),
         Binding("w", "why_item", "Why item"),
+        Binding("slash", "search", "Search items"),
+        Binding("o", "origin_filter", "Origin filter"),
+        Binding("y", "copy_item", "Copy text"),
     ]
 
     DEFAULT_CSS = """
     SnapshotView { height: 1fr; }
     SnapshotView > .snapshot--header { height: auto; max-height: 2; color: $text-muted; }
+    SnapshotView > Input { display: none; height: 1; border: none; padding: 0 1; }
+    SnapshotView > Input.-shown { display: block; }
     SnapshotView > DataTable { height: 1fr; }
     """
 
@@ -66,10 +74,15 @@ class SnapshotView(Vertical):
         self.showing_diff = False
         self.waiting = False  # for the snapshots it shows: the stage's, and the previous inference's for a diff
         self._rows: dict[str, tuple[str, Origin | None]] = {}
+        self.search = ""  # shown: only the items whose text or name holds it (any case)
+        self.origin_kind: str | None = None  # shown: only the items of this origin kind
+        self.names: dict[str, str] = {}  # the run's item names, once read whole (see :meth:`show_names`)
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="snapshot--header")
-        table: DataTable[str | Text] = DataTable(cursor_type="row", zebra_stripes=False)
+        yield Input(placeholder="search the items (text or name); enter keeps it, escape clears it",
+                    id="snapshot-search")
+        table: DataTable[str | Text] = MovableTable(cursor_type="row", zebra_stripes=False)
         yield table
 
     @property
@@ -109,6 +122,25 @@ class SnapshotView(Vertical):
         width = self.size.width or (self.app.size.width - 2)
         return max(16, width - fixed)
 
+    def show_names(self, names: dict[str, str]) -> None:
+        """The run's item names arrived (they need the whole run: :meth:`RunScreen.read_names`)."""
+        self.names = names
+        if self.data is not None and self.stage is not None and not self.waiting and not self.showing_diff:
+            self._show_snapshot()
+
+    def _item_name(self, item_hash: str) -> str:
+        return self.names.get(item_hash) or f"#{item_hash[:8]}"
+
+    def _shown(self, entry: SnapshotEntry) -> bool:
+        assert self.data is not None
+        if self.origin_kind is not None and entry.origin.kind != self.origin_kind:
+            return False
+        if not self.search:
+            return True
+        item = self.data.items.get(entry.item_hash)
+        needle = self.search.lower()
+        return needle in (item.text.lower() if item else "") or needle in self._item_name(entry.item_hash).lower()
+
     def _show_snapshot(self) -> None:
         assert self.data is not None and self.stage is not None
         data, stage = self.data, self.stage
@@ -120,47 +152,43 @@ class SnapshotView(Vertical):
         header = f"{stage.name}: {len(sent)} items, ~{tokens(total)} tokens"
         if left_out:
             header += f", {left_out} not in context"
+        shown = [e for e in entries if self._shown(e)]
+        if len(shown) != len(entries):
+            narrowed = [f"origin {self.origin_kind}" if self.origin_kind else "", f"“{self.search}”" if self.search else ""]
+            header += f" · showing {len(shown)} ({', '.join(n for n in narrowed if n)})"
         self.query_one(".snapshot--header", Static).update(header + hint)
         table = self.table
         table.clear(columns=True)
-        table.add_column("#", width=2)
+        # the name column is as wide as the longest name shown, within a third of the pane
+        name_width = min(max([len(self._item_name(e.item_hash)) for e in shown] + [6]) + 2, max(12, self._text_width(0) // 3))
+        table.add_column("#", width=max(2, len(str(len(entries)))))
         table.add_column("role", width=9)
         table.add_column("tok", width=4)
-        table.add_column("origin", width=16)
-        table.add_column("text", width=self._text_width(2 + 9 + 4 + 16 + 12))
+        table.add_column("name", width=name_width)
+        table.add_column("text", width=self._text_width(2 + 9 + 4 + name_width + 12))
         self._rows.clear()
-        for entry in entries:
-            self._add_entry(table, entry)
+        for entry in shown:
+            self._add_entry(table, entry, name_width)
+        if not shown:
+            table.add_row("", "", "", "", Text("no item matches: / or o changes the filter", style="dim"))
 
-    def _add_entry(self, table: DataTable[str | Text], entry: SnapshotEntry) -> None:
+    def _add_entry(self, table: DataTable[str | Text], entry: SnapshotEntry, name_width: int) -> None:
         assert self.data is not None
         item = self.data.items.get(entry.item_hash)
         kind = item.kind if item else "?"
         text = item.text if item else "(item not stored)"
         colour = ORIGIN_COLOURS.get(entry.origin.kind, "")
         style = colour if entry.included else f"{colour} dim strike"
-        origin = origin_text(entry.origin.kind, entry.origin.source)
-        if entry.origin.kind == "stage":
-            producer = self._producer(entry.origin.run_id, entry.origin.stage_id)
-            origin = Text(producer or "stage", style=ORIGIN_COLOURS["stage"])
+        name = Text(one_line(self._item_name(entry.item_hash), name_width - 1), style=colour)
         if not entry.included:
-            origin = Text(f"✗ {entry.dropped_by or 'left out'}", style="red dim")
+            text = f"✗ left out by {entry.dropped_by or 'a window'}: {text}"
         key = f"{entry.position}:{entry.item_hash}"
         self._rows[key] = (entry.item_hash, entry.origin)
+        width = table.columns[list(table.columns)[-1]].width  # the text column: cut at its width, with an ellipsis
         table.add_row(
-            str(entry.position), Text(kind_label(kind), style=style), tokens(estimate_tokens(text)), origin,
-            Text(one_line(text, 200), style=style), key=key,
+            str(entry.position), Text(kind_label(kind), style=style), tokens(estimate_tokens(text)), name,
+            Text(one_line(text, max(8, width - 1)), style=style), key=key,
         )
-
-    def _producer(self, run_id: str | None, stage_id: str | None) -> str | None:
-        """Which stage produced an item: its kind and name in this run, or the other run's id."""
-        assert self.data is not None
-        if run_id != self.data.run.id:
-            return f"run {short_id(run_id)}" if run_id else None
-        if stage_id is None or not self.data.has_stage(stage_id):
-            return None
-        stage = self.data.stage(stage_id)
-        return stage.kind if stage.name in ("", stage.kind) else f"{stage.kind} {stage.name}"
 
     def _show_diff(self) -> None:
         assert self.data is not None and self.stage is not None and self.previous is not None
@@ -188,9 +216,11 @@ class SnapshotView(Vertical):
             key = f"d{number}:{entry.item_hash}"
             self._rows[key] = (entry.item_hash, None)
             text = entry.text if entry.before_text is None else f"{entry.text}  (was: {entry.before_text})"
+            width = table.columns[list(table.columns)[-1]].width
             table.add_row(
                 Text(entry.change, style=colour), kind_label(entry.item_kind), tokens(entry.tokens),
-                origin_text(entry.origin_kind, entry.origin_source), Text(one_line(text, 200), style=colour), key=key,
+                origin_text(entry.origin_kind, entry.origin_source), Text(one_line(text, max(8, width - 1)), style=colour),
+                key=key,
             )
         if not diff.entries:
             table.add_row("", "", "", "", Text("the two snapshots hold the same items", style="dim"))
@@ -215,6 +245,57 @@ class SnapshotView(Vertical):
             return None
         row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
         return self._rows.get(str(row_key.value))
+
+    # ------------------------------------------------------------------ search and filter
+
+    def action_search(self) -> None:
+        """Show the search box: only the items whose text or name holds what is typed."""
+        box = self.query_one("#snapshot-search", Input)
+        box.add_class("-shown")
+        box.value = self.search
+        box.focus()
+
+    @on(Input.Changed, "#snapshot-search")
+    def _searched(self, event: Input.Changed) -> None:
+        event.stop()
+        self.search = event.value.strip()
+        if self.data is not None and self.stage is not None and not self.showing_diff:
+            self._show_snapshot()
+
+    @on(Input.Submitted, "#snapshot-search")
+    def _search_kept(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.table.focus()
+
+    def on_key(self, event: events.Key) -> None:
+        box = self.query_one("#snapshot-search", Input)
+        if event.key == "escape" and box.has_focus:
+            event.stop()
+            box.value = ""
+            box.remove_class("-shown")
+            self.table.focus()
+
+    def action_origin_filter(self) -> None:
+        """Keep the items of one origin kind; pressed again, the next kind present; then all again."""
+        if self.data is None or self.stage is None:
+            return
+        kinds = sorted({e.origin.kind for e in self.data.snapshot(self.stage.id, include_dropped=True)})
+        order: list[str | None] = [None, *kinds]
+        self.origin_kind = order[(order.index(self.origin_kind) + 1) % len(order)] if self.origin_kind in order else None
+        self.notify(f"items from {self.origin_kind}" if self.origin_kind else "items of every origin", timeout=2)
+        if not self.showing_diff:
+            self._show_snapshot()
+
+    def action_copy_item(self) -> None:
+        """Copy the text of the item under the cursor to the clipboard."""
+        current = self._current()
+        if current is None or self.data is None:
+            return
+        item = self.data.items.get(current[0])
+        if item is None:
+            return
+        self.app.copy_to_clipboard(item.text)
+        self.notify(f"copied {self._item_name(current[0])} ({len(item.text)} characters)", timeout=2)
 
     def action_why_item(self) -> None:
         """Explain the item under the cursor."""

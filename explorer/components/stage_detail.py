@@ -28,6 +28,13 @@ class StageDetail(ContentSwitcher):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(initial="stage-info", id=id)
+        self.names: dict[str, str] = {}  # the run's item names, once read (see RunScreen.read_names)
+
+    def show_names(self, names: dict[str, str]) -> None:
+        """The run's item names arrived: the snapshot view names its items with them."""
+        self.names = names
+        for view in self.query(SnapshotView):
+            view.show_names(names)
 
     def compose(self) -> ComposeResult:
         yield StageInfoView(id="stage-info")
@@ -37,6 +44,8 @@ class StageDetail(ContentSwitcher):
         if found:
             return found.first()
         view = _VIEWS[name](id=name)
+        if isinstance(view, SnapshotView):
+            view.names = self.names
         await self.mount(view)
         return view
 

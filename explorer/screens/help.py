@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
+
+from .._format import one_line
+from ..components._keys import MovableTable
 
 
 class HelpScreen(ModalScreen[None]):
@@ -24,16 +28,19 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="help-box"):
             yield Static(f"Keys: {self.help_title}", id="help-title")
-            table: DataTable[str] = DataTable(cursor_type="row", show_header=False, id="help-table")
+            table: DataTable[str | Text] = MovableTable(cursor_type="row", show_header=False, id="help-table")
             yield table
             yield Static("escape closes", id="help-hint")
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_column("key", width=14)
-        table.add_column("action", width=36)
+        width = max(20, min(72, self.app.size.width) - 6)  # the box (explorer.tcss #help-box), less its frame
+        key_width = min(max([len(k) for k, _ in self.keys] + [4]) + 1, 18)
+        table.add_column("key", width=key_width)
+        action_width = max(16, width - key_width - 4)
+        table.add_column("action", width=action_width)
         for key, description in self.keys:
-            table.add_row(key, description)
+            table.add_row(one_line(key, key_width), one_line(description, action_width))
         table.focus()
 
     async def action_dismiss(self, result: None = None) -> None:

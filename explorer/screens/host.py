@@ -38,6 +38,14 @@ class HostScreen(Screen[None]):
             self.session_id = session_id
             self.reply = reply
 
+    class HistoryRead(Message):
+        """The earlier turns of a session, read from its recorded runs (oldest first)."""
+
+        def __init__(self, session_id: str, lines: list[Text]) -> None:
+            super().__init__()
+            self.session_id = session_id
+            self.lines = lines
+
     class SendFailed(Message):
         """The turn could not be sent, or the host refused it."""
 
@@ -52,6 +60,9 @@ class HostScreen(Screen[None]):
         self.awaiting: str | None = None  # the session paused on a question: the next line is the decision
         self.last_run: str | None = None
         self._sending = False
+        # each session's transcript (what the log shows when it is picked): its earlier turns, read
+        # from its runs, then what was said here; a reply lands in its own session's transcript
+        self.transcripts: dict[str, list[Text]] = {}
 
     @property
     def host(self) -> Any:
@@ -88,13 +99,57 @@ class HostScreen(Screen[None]):
                 text.append("  awaiting your decision", style="yellow")
         self.query_one("#host-session-title", Static).update(text)
 
-    def _pick(self, session_id: str) -> None:
+    def _pick(self, session_id: str, *, new: bool = False) -> None:
         if session_id == self.session:
             return
         self.session = session_id
         self.awaiting = None
         self._title()
         self.query_one(RunsTable).reload(RunFilter(session_id=session_id), keep_cursor=False)
+        log = self.query_one("#host-log", RichLog)
+        log.clear()
+        if session_id in self.transcripts:
+            for line in self.transcripts[session_id]:
+                log.write(line)
+            return
+        self.transcripts[session_id] = []
+        if not new:
+            self.read_history(session_id)
+
+    def _say(self, session_id: str, line: Text) -> None:
+        """Add ``line`` to the session's transcript, and to the log when that session is shown."""
+        self.transcripts.setdefault(session_id, []).append(line)
+        if session_id == self.session:
+            self.query_one("#host-log", RichLog).write(line)
+
+    @work(thread=True, group="host-history", exit_on_error=False)
+    def read_history(self, session_id: str) -> None:
+        """Read the session's earlier turns from its recorded runs, in a worker thread."""
+        try:
+            runs = [r for r in self.app.source.session_runs(session_id)  # type: ignore[attr-defined]
+                    if not r.forked_from_run]
+        except Exception as exc:  # the chat still works; only the earlier turns are missing
+            self.post_message(self.HistoryRead(session_id, [Text(f"earlier turns unreadable: {exc}", style="red")]))
+            return
+        lines: list[Text] = []
+        for run in runs:
+            lines.append(Text.assemble(("you: ", "bold green"), run.input))
+            if run.status == "answered":
+                lines.append(Text.assemble(("agent: ", "bold yellow"), run.output or "", (f"  run {run.id}", "dim")))
+            else:
+                lines.append(Text.assemble((f"turn {run.status}: ", "bold red"), run.error or "", (f"  run {run.id}", "dim")))
+        if lines:
+            lines.insert(0, Text(f"{len(runs)} earlier turn(s) of {session_id}", style="dim"))
+        self.post_message(self.HistoryRead(session_id, lines))
+
+    def on_host_screen_history_read(self, message: HistoryRead) -> None:
+        said_here = self.transcripts.get(message.session_id, [])
+        self.transcripts[message.session_id] = message.lines + said_here
+        if message.session_id == self.session:
+            log = self.query_one("#host-log", RichLog)
+            log.clear()
+            for line in self.transcripts[message.session_id]:
+                log.write(line)
 
     def on_sessions_table_session_highlighted(self, message: SessionsTable.SessionHighlighted) -> None:
         self._pick(message.session_id)
@@ -123,11 +178,10 @@ class HostScreen(Screen[None]):
         if self.session is None:
             self.action_new_session()
         assert self.session is not None
-        log = self.query_one("#host-log", RichLog)
         line = Text()
         line.append("decision: " if self.awaiting else "you: ", style="bold green")
         line.append(text)
-        log.write(line)
+        self._say(self.session, line)
         self._sending = True
         self.send(self.session, text, self.awaiting == self.session)
 
@@ -148,7 +202,6 @@ class HostScreen(Screen[None]):
     def on_host_screen_replied(self, message: Replied) -> None:
         self._sending = False
         reply = message.reply
-        log = self.query_one("#host-log", RichLog)
         status = reply.get("status", "?")
         self.last_run = reply.get("run_id") or self.last_run
         line = Text()
@@ -160,21 +213,25 @@ class HostScreen(Screen[None]):
             line.append("agent asks: ", style="bold yellow")
             line.append(reply.get("question") or "")
             line.append("  (your next line is the decision)", style="dim")
-            self.awaiting = message.session_id
+            self.awaiting = message.session_id if message.session_id == self.session else self.awaiting
         else:
             line.append(f"turn {status}: ", style="bold red")
             line.append(reply.get("error") or "")
             self.awaiting = None
         if self.last_run:
             line.append(f"  run {self.last_run}", style="dim")
-        log.write(line)
+        self._say(message.session_id, line)
         self._title()
+        if message.session_id != self.session:  # the reader moved on: the reply waits in its session
+            self.notify(f"{message.session_id} replied", timeout=3)
+            self.query_one(SessionsTable).refresh_sessions()
+            return
         self.query_one(SessionsTable).refresh_sessions(select=message.session_id)
         self.query_one(RunsTable).reload(RunFilter(session_id=message.session_id))
 
     def on_host_screen_send_failed(self, message: SendFailed) -> None:
         self._sending = False
-        self.query_one("#host-log", RichLog).write(Text(message.error, style="red"))
+        self._say(message.session_id, Text(message.error, style="red"))
 
     # ------------------------------------------------------------------ actions
 
@@ -182,8 +239,8 @@ class HostScreen(Screen[None]):
         """Start a new session (its id is made up here; the host creates it on the first message)."""
         session_id = f"chat-{uuid.uuid4().hex[:6]}"
         self.session = None
-        self._pick(session_id)
-        self.query_one("#host-log", RichLog).write(Text(f"new session {session_id}", style="dim"))
+        self._pick(session_id, new=True)
+        self._say(session_id, Text(f"new session {session_id}", style="dim"))
         self.query_one("#host-input", Input).focus()
 
     def action_refresh(self) -> None:

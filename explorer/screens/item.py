@@ -23,18 +23,22 @@ class ItemScreen(ModalScreen[str | None]):
         Binding("escape,q", "dismiss", "Close"),
         Binding("w", "choose('why')", "Why item"),
         Binding("g", "choose('origin')", "Go to origin"),
+        Binding("y", "copy", "Copy text"),
     ]
 
-    def __init__(self, item: Item | None, item_hash: str, origin: Origin | None) -> None:
+    def __init__(self, item: Item | None, item_hash: str, origin: Origin | None, name: str | None = None) -> None:
         super().__init__()
         self.item = item
         self.item_hash = item_hash
         self.origin = origin
+        self.name_shown = name
 
     def compose(self) -> ComposeResult:
         item, origin = self.item, self.origin
         head = Text()
         head.append(item.kind if item else "item", style="bold")
+        if self.name_shown:
+            head.append(f"  {self.name_shown}", style="bold " + ORIGIN_COLOURS.get(origin.kind if origin else "", ""))
         head.append(f"  {self.item_hash[:12]}", style="dim")
         if item is not None:
             head.append(f"  ~{estimate_tokens(item.text)} tokens", style="dim")
@@ -52,6 +56,12 @@ class ItemScreen(ModalScreen[str | None]):
     async def action_dismiss(self, result: str | None = None) -> None:
         """Close."""
         self.dismiss(None)
+
+    def action_copy(self) -> None:
+        """Copy the item's whole text to the clipboard."""
+        if self.item is not None:
+            self.app.copy_to_clipboard(self.item.text)
+            self.notify(f"copied {len(self.item.text)} characters", timeout=2)
 
     def action_choose(self, what: str) -> None:
         """Close and ask the screen below to explain the item or go to its origin."""

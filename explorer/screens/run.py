@@ -12,9 +12,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from tracer import Item, RunData, SnapshotEntry, Stage
+from tracer import Item, RunData, SnapshotEntry, Stage, item_names
 
-from .._format import ORIGIN_COLOURS, STATUS_COLOURS, clock, cost, head, one_line, tokens
+from .._format import ORIGIN_COLOURS, STATUS_COLOURS, clock, cost, one_line, tokens
 from .._prefetch import OpenedRun, RunLoad, missing_snapshots
 from ..components._snapshots import SnapshotsWanted
 from ..components.flowchart import Flowchart
@@ -67,6 +67,13 @@ class RunScreen(Screen[None]):
             self.stage_ids = stage_ids
             self.error = error
 
+    class NamesRead(Message):
+        """The run's item names (hash -> ``memory:profile.home_city``), made from the whole run."""
+
+        def __init__(self, names: dict[str, str]) -> None:
+            super().__init__()
+            self.names = names
+
     class LoadFailed(Message):
         """The run could not be read."""
 
@@ -115,6 +122,9 @@ class RunScreen(Screen[None]):
             return
         self.post_message(self.SessionLoaded(session))
 
+    def on_run_screen_names_read(self, message: NamesRead) -> None:
+        self.query_one(StageDetail).show_names(message.names)
+
     @work(thread=True, group="run-snapshots", exit_on_error=False)
     def read_snapshots(self, stage_ids: list[str]) -> None:
         """Read some stages' snapshots in a worker thread."""
@@ -131,6 +141,11 @@ class RunScreen(Screen[None]):
         self.query_one("#run-title", Static).update(self._title(message.data))
         chart.show(message.data, self.stage_id)
         chart.focus()
+        if message.data.read >= {s.id for s in message.data.stages}:
+            # names count through every snapshot of the run, so they need it whole: a run read whole
+            # (up to WHOLE_RUN_STAGES stages) names its items as `footprint why` does; a longer one,
+            # read a stage at a time, shows their hashes (`footprint show RUN --context` names them)
+            self.post_message(self.NamesRead(item_names(message.data)))
         if message.data.run.session_id:
             self.call_after_refresh(self.load_session, message.data.run.session_id)
 
@@ -163,23 +178,43 @@ class RunScreen(Screen[None]):
         self.app.pop_screen()
 
     def _title(self, data: RunData) -> Text:
+        """Two lines: the run (agent, status, time, tokens, cost, session) and its question and answer.
+
+        The question and the answer take the screen's width each; what does not fit ends in an
+        ellipsis (the answer stage shows it whole).
+        """
         run = data.run
-        text = Text()
+        width = max(20, (self.size.width or self.app.size.width) - 4)
+        text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f"{run.agent} ", style="bold")
         text.append(run.status, style=STATUS_COLOURS.get(run.status, ""))
-        text.append(f" · {clock(run.started_at)} · {tokens(run.tokens_in + run.tokens_out)} tok · {cost(run.cost)}")
+        calls = [s for s in data.stages if s.kind == "inference"]
+        per_call = [int(s.attributes.get("input_tokens", 0) or 0) + int(s.attributes.get("output_tokens", 0) or 0)
+                    for s in calls]
+        used = f"{tokens(run.tokens_in + run.tokens_out)} tok"
+        if len(calls) > 1 and any(per_call):
+            used += f" ({' + '.join(tokens(n) for n in per_call)} in {len(calls)} model calls)"
+        text.append(f" · {clock(run.started_at)} · {used} · {cost(run.cost)}")
         if run.session_id:
             position = self.session.index(run.id) + 1 if run.id in self.session else 0
-            text.append(f" · {head(run.session_id, 16)}", style="dim")
+            text.append(f" · {run.session_id}", style="dim")
             if position:
                 text.append(f" {position}/{len(self.session)}", style="dim")
         text.append("\n")
-        text.append("Q ", style="bold " + ORIGIN_COLOURS["user"])
-        text.append(one_line(run.input, 34))
         answer = run.output if run.output is not None else (run.error or "")
+        question, reply = " ".join(run.input.split()), " ".join(answer.split())
+        half = (width - 6) // 2
+        # the question gets what the answer leaves, and the other way round; both fit when they can
+        q_room = max(half, width - 6 - len(reply)) if len(question) > half else len(question)
+        text.append("Q ", style="bold " + ORIGIN_COLOURS["user"])
+        text.append(one_line(question, q_room))
         text.append("  A ", style="bold " + ORIGIN_COLOURS["stage"])
-        text.append(one_line(answer, 34))
+        text.append(one_line(reply, max(10, width - 6 - min(len(question), q_room))))
         return text
+
+    def on_resize(self) -> None:
+        if self.data is not None:
+            self.query_one("#run-title", Static).update(self._title(self.data))
 
     # ------------------------------------------------------------------ selection
 
@@ -226,7 +261,8 @@ class RunScreen(Screen[None]):
                 else:
                     self.notify("this item came from outside any recorded stage", timeout=3)
 
-        self.app.push_screen(ItemScreen(item, message.item_hash, origin), after)
+        name = self.query_one(StageDetail).names.get(message.item_hash)
+        self.app.push_screen(ItemScreen(item, message.item_hash, origin, name), after)
 
     def on_snapshot_view_why_requested(self, message: SnapshotView.WhyRequested) -> None:
         self.app.open_why(message.run_id, message.item_hash)  # type: ignore[attr-defined]

@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from ..components._keys import MovableTable
 from ..sandbox import Persona, PersonaStore
 from .chat import ChatScreen
 from .confirm import ConfirmScreen
@@ -62,7 +63,7 @@ class SandboxScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("Personas · n: new · enter: chat · e: edit · d: delete", id="sandbox-title")
-        table: DataTable[str | Text] = DataTable(cursor_type="row", id="personas")
+        table: DataTable[str | Text] = MovableTable(cursor_type="row", id="personas")
         yield table
         yield Static("", id="persona-detail")
         yield Footer()

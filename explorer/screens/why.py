@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, Tree
 
-from tracer import Evidence, EvidenceNode, Store
+from tracer import Evidence, EvidenceNode, Store, item_names
 
 from .._format import ORIGIN_COLOURS, one_line
 from .._verdicts import (
@@ -43,11 +43,12 @@ class WhyScreen(Screen[None]):
     ]
 
     class Walked(Message):
-        """The evidence arrived from the worker."""
+        """The evidence arrived from the worker, with the run's item names (hash -> name)."""
 
-        def __init__(self, evidence: Evidence) -> None:
+        def __init__(self, evidence: Evidence, names: dict[str, str] | None = None) -> None:
             super().__init__()
             self.evidence = evidence
+            self.names = names or {}
 
     class WalkFailed(Message):
         """`why` failed (no answer, no such item, the source went away)."""
@@ -76,6 +77,7 @@ class WhyScreen(Screen[None]):
         self.run_id = run_id
         self.item = item
         self.evidence: Evidence | None = None
+        self.names: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -98,7 +100,11 @@ class WhyScreen(Screen[None]):
         except Exception as exc:  # shown to the reader; the screen closes
             self.post_message(self.WalkFailed(f"{type(exc).__name__}: {exc}"))
             return
-        self.post_message(self.Walked(evidence))
+        try:
+            names = item_names(self.app.source.load_run(self.run_id))  # type: ignore[attr-defined]
+        except Exception:  # the items keep their hashes; the evidence is all there
+            names = {}
+        self.post_message(self.Walked(evidence, names))
 
     def on_why_screen_walked(self, message: Walked) -> None:
         evidence = message.evidence
@@ -108,8 +114,9 @@ class WhyScreen(Screen[None]):
         self.query_one("#why-title", Static).update(
             f"{len(items)} items from {len(evidence.runs)} run(s); {outside} from outside them (n jumps to them)"
         )
+        self.names = message.names
         tree = self.query_one(EvidenceTree)
-        tree.show(evidence)
+        tree.show(evidence, message.names)
         tree.focus()
         self._describe(evidence.root)
         self.query_one("#nic-title", Static).update(f"Not in context ({len(evidence.not_in_context)})")
@@ -138,7 +145,10 @@ class WhyScreen(Screen[None]):
         text = Text()
         if node.node == "item":
             colour = ORIGIN_COLOURS.get(node.origin.kind if node.origin else "", "")
-            text.append(one_line(node.text, 150), style=colour)
+            if node.item_hash:
+                text.append(f"{self.names.get(node.item_hash) or node.item_kind}  {node.item_hash[:12]}\n",
+                            style=f"bold {colour}")
+            text.append(node.text or "(not stored)", style=colour)  # whole: the pane wraps it
             if node.origin is not None:
                 text.append(f"\n← {node.origin.describe()}", style="dim")
                 if node.origin.run_id and node.origin.run_id != self.run_id:

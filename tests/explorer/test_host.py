@@ -72,6 +72,56 @@ async def test_chat_with_a_session_and_watch_its_run_appear(running: InProcessHo
     client.close()
 
 
+async def _pick(pilot: Any, settle: Any, screen: HostScreen, session_id: str) -> None:
+    """Move the sessions table's cursor (j/k) until ``session_id`` is the session shown."""
+    table = screen.query_one(SessionsTable)
+    order = [s["session_id"] for s in table.sessions]
+    assert session_id in order, order
+    for _ in range(2 * len(order) + 2):
+        if screen.session == session_id:
+            return
+        here = order.index(screen.session) if screen.session in order else -1
+        await pilot.press("j" if here < order.index(session_id) else "k")
+        await settle(pilot)
+    raise AssertionError(f"could not pick {session_id}: at {screen.session}, sessions {order}")
+
+
+async def test_picking_another_session_shows_its_own_transcript_and_earlier_turns(
+    running: InProcessHost, settle: Any
+) -> None:
+    client = running.client()
+    client.send("hello from alice", session_id="alice")  # turns made before the explorer opened
+    client.send("hello from bob", session_id="bob")
+    running.store.flush()
+    app = ExplorerApp(StoreSource(running.store, live=True), host=client, start="host", poll_interval=None)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, HostScreen)
+        sessions = screen.query_one(SessionsTable)
+        sessions.focus()
+        await _pick(pilot, settle, screen, "alice")
+        assert "you: hello from alice" in _log(screen) and "echo: hello from alice (message 1)" in _log(screen)
+        assert "bob" not in _log(screen)  # the earlier turns of the session picked, and only those
+        screen.query_one("#host-input").focus()
+        await pilot.press(*"second for alice", "enter")
+        await settle(pilot, rounds=8)
+        assert "echo: second for alice (message 2)" in _log(screen)
+        sessions.focus()
+        await _pick(pilot, settle, screen, "bob")
+        shown = _log(screen)
+        assert "hello from bob" in shown and "alice" not in shown  # the transcript switched with the session
+        screen.query_one("#host-input").focus()
+        await pilot.press(*"for bob", "enter")
+        await settle(pilot, rounds=8)
+        assert "echo: for bob (message 2)" in _log(screen)
+        assert "for bob" not in "\n".join(line.plain for line in screen.transcripts["alice"])
+        sessions.focus()
+        await _pick(pilot, settle, screen, "alice")
+        assert "echo: second for alice (message 2)" in _log(screen) and "bob" not in _log(screen)
+    client.close()
+
+
 async def test_attach_reads_runs_and_why_through_the_read_api(running: InProcessHost, settle: Any) -> None:
     client = running.client()
     client.send("first", session_id="s1")

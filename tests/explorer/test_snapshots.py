@@ -1,7 +1,8 @@
-"""Snapshots of every screen at 80x24, over the sample store (pytest-textual-snapshot).
+"""Snapshots of every screen at 80x24, and of the main ones at 120x40 too, over the sample store.
 
-Update them with ``pytest tests/explorer/test_snapshots.py --snapshot-update`` and look at the
-SVGs in ``__snapshots__/`` before committing; ``docs/screenshots/`` holds copies for the README.
+Update them with ``make screenshots`` (``pytest tests/explorer/test_snapshots.py --snapshot-update``,
+then the copies in ``docs/screenshots/``) and look at the SVGs in ``__snapshots__/`` before
+committing; ``test_screenshots.py`` fails when a copy in the docs differs from its snapshot.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 
 from agent.providers import Provider
@@ -18,6 +20,8 @@ from explorer import ExplorerApp, SandboxChat
 from explorer.components.evidence_tree import EvidenceTree
 
 SIZE = (80, 24)
+#: The screens a person reads most, at the smallest terminal and a roomy one.
+SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 
 
 def _settled(*keys: str, then: Callable[[Pilot[Any]], Any] | None = None) -> Callable[[Pilot[Any]], Any]:
@@ -39,9 +43,10 @@ def _settled(*keys: str, then: Callable[[Pilot[Any]], Any] | None = None) -> Cal
     return run_before
 
 
-def test_runs(snap_compare: Any, open_app: Callable[..., ExplorerApp], sample_path: Path) -> None:
-    """The runs table, newest first."""
-    assert snap_compare(open_app(sample_path, read_only=True), terminal_size=SIZE, run_before=_settled())
+@SIZES
+def test_runs(snap_compare: Any, open_app: Callable[..., ExplorerApp], sample_path: Path, size: tuple[int, int]) -> None:
+    """The runs table, newest first: the answer column takes the width the others leave."""
+    assert snap_compare(open_app(sample_path, read_only=True), terminal_size=size, run_before=_settled())
 
 
 def test_run_answer(snap_compare: Any, open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str) -> None:
@@ -50,11 +55,12 @@ def test_run_answer(snap_compare: Any, open_app: Callable[..., ExplorerApp], sam
     assert snap_compare(app, terminal_size=SIZE, run_before=_settled())
 
 
+@SIZES
 def test_run_snapshot(snap_compare: Any, open_app: Callable[..., ExplorerApp], sample_path: Path,
-                      wrong_run: str) -> None:
-    """The inference behind the wrong answer: every item it saw, coloured by origin."""
+                      wrong_run: str, size: tuple[int, int]) -> None:
+    """The inference behind the wrong answer: every item it saw, by name, coloured by origin."""
     app = open_app(sample_path, read_only=True, run_id=wrong_run)
-    assert snap_compare(app, terminal_size=SIZE, run_before=_settled("up"))
+    assert snap_compare(app, terminal_size=size, run_before=_settled("up"))
 
 
 def test_run_diff(snap_compare: Any, open_app: Callable[..., ExplorerApp], sample_path: Path) -> None:
@@ -69,7 +75,9 @@ def test_run_parallel_tools(snap_compare: Any, open_app: Callable[..., ExplorerA
     assert snap_compare(app, terminal_size=SIZE, run_before=_settled("up", "up", "right"))
 
 
-def test_why(snap_compare: Any, open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str) -> None:
+@SIZES
+def test_why(snap_compare: Any, open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str,
+             size: tuple[int, int]) -> None:
     """Why: the evidence tree with the stale memory fact under the cursor, and what was left out."""
 
     def to_memory(pilot: Pilot[Any]) -> None:
@@ -78,7 +86,7 @@ def test_why(snap_compare: Any, open_app: Callable[..., ExplorerApp], sample_pat
         tree.move_cursor(node)
 
     app = open_app(sample_path, read_only=True, run_id=wrong_run)
-    assert snap_compare(app, terminal_size=SIZE, run_before=_settled("w", then=to_memory))
+    assert snap_compare(app, terminal_size=size, run_before=_settled("w", then=to_memory))
 
 
 def test_item(snap_compare: Any, open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str) -> None:

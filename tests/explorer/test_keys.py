@@ -1,0 +1,182 @@
+"""Daily use of the explorer: the same movement keys in every list, a help screen of the explorer's own
+keys, the command palette, copying, searching and filtering a snapshot, and text that fits 80x24."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+
+from explorer import ExplorerApp
+from explorer.components.evidence_tree import EvidenceTree
+from explorer.components.runs_table import RunsTable
+from explorer.components.snapshot_view import SnapshotView
+from explorer.screens.help import HelpScreen
+from explorer.screens.run import RunScreen
+from explorer.screens.why import WhyScreen
+
+
+async def _snapshot_of_wrong_answer(pilot: Any, settle: Any) -> SnapshotView:
+    await settle(pilot)
+    await pilot.press("up")  # from the answer to the inference that wrote it
+    await settle(pilot)
+    await pilot.press("enter")  # into its snapshot table
+    await settle(pilot)
+    view = pilot.app.screen.query_one(SnapshotView)
+    assert view.table.has_focus
+    return view
+
+
+async def test_j_and_k_move_in_every_list(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
+) -> None:
+    app = open_app(sample_path, read_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        runs = app.screen.query_one(RunsTable)
+        assert runs.cursor_row == 0
+        await pilot.press("j", "j")
+        assert runs.cursor_row == 2
+        await pilot.press("k")
+        assert runs.cursor_row == 1
+        await pilot.press("G")
+        assert runs.cursor_row == runs.row_count - 1
+        await pilot.press("g")
+        assert runs.cursor_row == 0
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = await _snapshot_of_wrong_answer(pilot, settle)
+        await pilot.press("j", "j", "j")
+        assert view.table.cursor_row == 3
+        await pilot.press("k")
+        assert view.table.cursor_row == 2
+        await pilot.press("escape")  # back to the run list; then the why tree
+        await settle(pilot)
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await settle(pilot)
+        tree = app.screen.query_one(EvidenceTree)
+        assert tree.cursor_line == 0
+        await pilot.press("j", "j")
+        assert tree.cursor_line == 2
+        await pilot.press("k")
+        assert tree.cursor_line == 1
+
+
+async def test_help_lists_the_explorers_keys_not_textuals(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
+) -> None:
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _snapshot_of_wrong_answer(pilot, settle)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        help_screen = app.screen
+        assert isinstance(help_screen, HelpScreen)
+        described = [description for _, description in help_screen.keys]
+        for wanted in ("Why item", "Search items", "Origin filter", "Copy text", "Diff", "Prev run", "Back"):
+            assert wanted in described  # the focused table's w (why this item) shadows the screen's
+        move = next(i for i, d in enumerate(described) if d.startswith("move in a list"))
+        assert described.index("Back") < described.index("Search items") < move  # screen, list, everywhere
+        assert "Down" not in described and "Up" not in described  # moving is one line for every list
+        internal = {"Focus Next", "Focus Previous", "Cursor up", "Cursor down", "Page up", "Page down",
+                    "Scroll Home", "Scroll End", "Top", "Bottom", "Select", "Copy selected text"}
+        assert not internal & set(described), internal & set(described)
+        assert len(described) == len(set(described))
+
+
+async def test_the_command_palette_offers_the_screens_actions(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
+) -> None:
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Why answer" in titles and "Prev run" in titles and "Quit" in titles
+        why = next(c for c in app.get_system_commands(app.screen) if c.title == "Why answer")
+        await why.callback()  # type: ignore[misc]
+        await settle(pilot)
+        assert isinstance(app.screen, WhyScreen)
+
+
+async def test_copy_a_run_id_and_an_items_text(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
+) -> None:
+    app = open_app(sample_path, read_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        runs = app.screen.query_one(RunsTable)
+        await pilot.press("y")
+        assert app.clipboard == runs.current_run_id
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = await _snapshot_of_wrong_answer(pilot, settle)
+        screen = app.screen
+        assert isinstance(screen, RunScreen) and screen.data is not None
+        item_hash = view._current()[0]  # type: ignore[index]
+        await pilot.press("y")
+        assert app.clipboard == screen.data.items[item_hash].text
+
+
+async def test_search_and_filter_a_snapshot_by_text_and_origin(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
+) -> None:
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = await _snapshot_of_wrong_answer(pilot, settle)
+        everything = view.table.row_count
+        await pilot.press("slash", *"berlin")
+        await settle(pilot)
+        assert 0 < view.table.row_count < everything
+        shown = [str(view.table.get_row_at(r)[-1]) for r in range(view.table.row_count)]
+        assert all("berlin" in text.lower() for text in shown)
+        await pilot.press("enter")  # keep it: back in the table, the filter stays
+        await settle(pilot)
+        assert view.table.has_focus and 0 < view.table.row_count < everything
+        await pilot.press("slash", "escape")  # escape in the box clears it
+        await settle(pilot)
+        assert view.table.row_count == everything and view.table.has_focus
+        await pilot.press("o")
+        await settle(pilot)
+        kind = view.origin_kind
+        assert kind is not None and 0 < view.table.row_count <= everything
+        assert view.names, "the items are named once the whole run is read"
+        origins = {view._rows[str(key.value)][1].kind for key in view.table.rows}  # type: ignore[union-attr]
+        assert origins == {kind}
+
+
+def _cells(view: SnapshotView) -> list[str]:
+    return [cell.plain if isinstance(cell, Text) else str(cell)
+            for r in range(view.table.row_count) for cell in view.table.get_row_at(r)]
+
+
+async def test_at_80x24_long_text_ends_in_an_ellipsis_and_nothing_overflows(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
+) -> None:
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = await _snapshot_of_wrong_answer(pilot, settle)
+        screen = app.screen
+        title = screen.query_one("#run-title").render()
+        lines = str(title).splitlines()
+        assert len(lines) == 2 and all(len(line) <= 78 for line in lines)
+        data = screen.data  # type: ignore[attr-defined]
+        assert data is not None
+        if len(data.run.input) + len(data.run.output or "") > 70:
+            assert "…" in lines[1]
+        columns = list(view.table.columns.values())
+        assert sum(c.width for c in columns) + 2 * len(columns) <= 80
+        for r in range(view.table.row_count):
+            row = view.table.get_row_at(r)
+            for cell, column in zip(row, columns, strict=True):
+                text = cell.plain if isinstance(cell, Text) else str(cell)
+                assert len(text) <= column.width, (text, column.width)
+        texts = [c.plain if isinstance(c, Text) else str(c) for c in (view.table.get_row_at(r)[-1]
+                                                                    for r in range(view.table.row_count))]
+        full = [data.items[view._rows[str(k.value)][0]].text for k in view.table.rows]
+        cut = [shown for shown, whole in zip(texts, full, strict=True) if " ".join(whole.split()) != shown]
+        assert cut and all(shown.endswith("…") for shown in cut)
