@@ -18,7 +18,7 @@ from textual.screen import Screen
 
 #: What every list of the explorer understands (see components/_keys.py), and the app-wide keys.
 COMMON_KEYS: list[tuple[str, str]] = [
-    ("↑ ↓  j k", "move in a list; pgup pgdn: a page; g G: first, last"),
+    ("↑ ↓  j k", "move in a list; pgup pgdn: a page; home end: first, last"),
     ("enter", "open what the cursor is on"),
     ("ctrl+p", "the command palette: this screen's actions by name"),
     ("? f1", "these keys"),

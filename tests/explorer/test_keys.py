@@ -41,9 +41,9 @@ async def test_j_and_k_move_in_every_list(
         assert runs.cursor_row == 2
         await pilot.press("k")
         assert runs.cursor_row == 1
-        await pilot.press("G")
+        await pilot.press("end")
         assert runs.cursor_row == runs.row_count - 1
-        await pilot.press("g")
+        await pilot.press("home")
         assert runs.cursor_row == 0
     app = open_app(sample_path, read_only=True, run_id=wrong_run)
     async with app.run_test(size=(80, 24)) as pilot:
