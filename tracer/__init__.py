@@ -20,7 +20,7 @@ from ._json import canonical_json
 from ._lineage import child_run_ids, child_runs
 from ._listeners import RecordedStage, RecordingListener, feed_listener, recorded_stages
 from ._names import item_names, resolve_item
-from ._rank import RankedItem, rank
+from ._rank import RankedItem, earlier_verdicts, rank
 from ._recorder import Durability, NullRecorder, Recorder, RunRecording, StageRecording
 from ._records import (
     ContextItem,
@@ -125,6 +125,7 @@ __all__ = [
     "diff_runs",
     "diff_snapshots",
     "dropped_context",
+    "earlier_verdicts",
     "estimate_tokens",
     "feed_listener",
     "item_names",

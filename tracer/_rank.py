@@ -17,15 +17,19 @@ Scores are comparable within one ranking only.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._records import ItemKind, Origin
 from ._why import Evidence, EvidenceNode
+
+if TYPE_CHECKING:
+    from ._store import Store
 
 _NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
 _NAME = re.compile(r"\b[A-Z][a-zA-Z]+(?:[-'][A-Za-z]+)*\b")
@@ -220,6 +224,31 @@ _REFERRING = frozenset("my our your their his her its me us home here mine ours 
 
 def _bridge_words(text: str) -> set[str]:
     return _words(text) | (set(_WORD.findall(text.lower())) & _REFERRING)
+
+
+def earlier_verdicts(store: Store, run_id: str) -> dict[str, str]:
+    """Item hash -> the verdict of the counterfactuals already recorded for ``run_id`` that edited that
+    item alone: ``flips`` when two thirds of them answered differently, ``holds`` when none did."""
+    original = store.query("SELECT output FROM fp_run WHERE id = ?", [run_id])
+    if not original:
+        return {}
+    rows = store.query("SELECT fork_edit, output FROM fp_run WHERE forked_from_run = ? AND fork_edit IS NOT NULL",
+                       [run_id])
+    tally: dict[str, list[bool]] = {}
+    for edit_json, output in rows:
+        try:
+            edits = json.loads(edit_json).get("edits") or []
+        except (ValueError, AttributeError):
+            continue
+        if len(edits) == 1 and isinstance(edits[0], dict) and edits[0].get("item"):
+            tally.setdefault(str(edits[0]["item"]), []).append(output != original[0][0])
+    out = {}
+    for item, changed in tally.items():
+        if 3 * sum(changed) >= 2 * len(changed):
+            out[item] = "flips"
+        elif not any(changed):
+            out[item] = "holds"
+    return out
 
 
 def ranked_names(items: Iterable[RankedItem]) -> list[str]:

@@ -29,7 +29,7 @@ from ._compare import compare_run_data
 from ._diff import diff_snapshots
 from ._lineage import child_runs
 from ._names import item_names, resolve_item
-from ._rank import rank
+from ._rank import earlier_verdicts, rank
 from ._render import (
     comparison_lines,
     one_line,
@@ -155,7 +155,8 @@ def why_command(run: str, item: str | None, depth: int, order: str, show_all: bo
 
     RUN is a run id, a unique prefix of one, or `last`. By default the items are ranked by how much
     the answer rests on them (the names, numbers and dates it asserts and which items hold them,
-    shared text, what a tool or the model produced in the run, recency), each with its reasons;
+    shared text, what a tool or the model produced in the run, recency, the verdicts of counterfactuals
+    already made of the run), each with its reasons;
     --order context shows the walk itself: stages already shown are not repeated, and the list at
     the end is what was available but left out of context, and what left it out.
     """
@@ -165,7 +166,8 @@ def why_command(run: str, item: str | None, depth: int, order: str, show_all: bo
         names = item_names(data)
         target = None if item is None else resolve_item(data, item, names)
         evidence = why_walk(store, run_id, target, max_depth=2 * depth)
-    ranked = rank(evidence, names=names)
+        verdicts = earlier_verdicts(store, run_id) if target is None else {}
+    ranked = rank(evidence, names=names, verdicts=verdicts)
     if as_json:
         _echo_json({**evidence.to_dict(), "ranked": [r.to_dict() for r in ranked]})
         return

@@ -15,7 +15,7 @@ from agent import ConversationMemory
 from agent.evidence import Edit, EditError, blame, counterfactual
 from agent.evidence.cli import register
 from tests.agent.evidence.planted import planted
-from tracer import Store
+from tracer import Store, earlier_verdicts, rank, why
 
 
 def _named(store: Store, run_id: str, name: str) -> str:
@@ -44,6 +44,11 @@ async def test_a_tool_result_returns_nothing_or_an_error_with_its_call_kept(
     removed = await counterfactual(store, original.run_id, edits=Edit.remove("result:weather#1"), provider=live(),
                                    tools=list(agent.tools.values()), repeats=1)
     assert removed.edits[0].action == "nothing" and removed.verdict == "flips"
+    # the verdicts recorded so far are a ranking signal for why
+    result_hash = removed.edits[0].item.hash
+    assert earlier_verdicts(store, original.run_id)[result_hash] == "flips"
+    ranked = rank(why(store, original.run_id), verdicts=earlier_verdicts(store, original.run_id))
+    assert ranked[0].item_hash == result_hash and any("earlier counterfactual" in r for r in ranked[0].reasons)
     replaced = await counterfactual(store, original.run_id,
                                     edits=Edit.replace("result:weather#1", '{"city": "Berlin", "sky": "snow"}'),
                                     provider=live(), tools=list(agent.tools.values()), repeats=1)
