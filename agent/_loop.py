@@ -34,7 +34,7 @@ from ._batch import result_item, run_batch
 from ._driver import LoopDriver
 from ._events import AgentEvent, InferenceFinished, PauseState, RunResult, TextDeltaEvent
 from ._hooks import RunContext
-from ._memory import DROPPED_BY_WINDOW
+from ._memory import DROPPED_BY_WINDOW, WindowRecord
 from ._pause import Paused, resume_batch
 from ._prompt import DROPPED_BY_LENGTH_CAP, PromptContext
 from .errors import ProviderCancelledError, ProviderError, ReplayMismatchError
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from ._agent import Agent
 
 log = logging.getLogger("footprint.agent")
+#: How many runs in a row record only what their window left out since the run before (then a whole list).
+WINDOW_CHAIN = 16
 
 #: decided[call id]: a result already known (content, is_error), or None: run it without asking again
 Decided = dict[str, tuple[str, bool] | None]
@@ -75,7 +77,7 @@ class RunLoop:
         self.run: RunRecording | None = None
         self.model = ""
         self.tail: list[StageRecording | str] = []  # the latest stages, for an error stage to follow
-        self.window: tuple[str, list[ContextItem]] | None = None  # (inference stage id, what its window left out)
+        self.window: WindowRecord | None = None  # what the window left out of this run's latest call
         self.hook_errors: list[str] = []
         self.session = agent.session_id or agent.conversation_id
         self.error_stage: str | None = None  # the id of the error stage of a run that failed
@@ -380,21 +382,30 @@ class RunLoop:
         return stage, response, outputs
 
     def _newly_dropped(self, stage: StageRecording, dropped: list[ContextItem]) -> list[ContextItem]:
-        """What the window left out of this call that it had not left out of the run's previous one.
+        """What the window left out of this call that it had not left out of the conversation's previous one.
 
-        Every left-out message is recorded, by reference (an entry naming the stored item): a re-run
-        needs them all. When this call's list continues the previous call's (the same messages, then
-        more), only the new ones are recorded, with ``dropped_since`` naming that call: a long run
-        does not record its early history again at every turn.
+        Every left-out message is recorded, by reference (an entry naming the stored item). When this
+        call's list continues the previous recorded call's (the same messages, then more), only the new
+        ones are recorded, with ``dropped_since`` naming that call ([run, stage] when it was another
+        run's): a long conversation does not record its early history again at every turn. Every
+        ``WINDOW_CHAIN`` runs the whole list is recorded again, so a reader follows a short chain.
         """
-        previous, self.window = self.window, (stage.id, dropped)
-        if previous is None:
-            return dropped
-        stage_id, before = previous
-        if len(before) > len(dropped) or not all(map(operator.is_, before, dropped)):
-            return dropped
-        stage.set(**{DROPPED_SINCE: {DROPPED_BY_WINDOW: stage_id}})
-        return dropped[len(before):]
+        assert self.run is not None
+        memory, conversation = self.agent.memory, self.agent.conversation_id
+        previous = self.window or memory.last_window(conversation)
+        own_run = previous is not None and previous.run_id == self.run.id
+        record = WindowRecord(self.run.id, stage.id, dropped)
+        newly = dropped
+        if previous is not None and (own_run or previous.depth < WINDOW_CHAIN):
+            before = previous.dropped
+            if len(before) <= len(dropped) and all(map(operator.is_, before, dropped)):
+                since: str | list[str] = previous.stage_id if own_run else [previous.run_id, previous.stage_id]
+                stage.set(**{DROPPED_SINCE: {DROPPED_BY_WINDOW: since}})
+                record = WindowRecord(self.run.id, stage.id, dropped, previous.depth + (0 if own_run else 1))
+                newly = dropped[len(before):]
+        self.window = record
+        memory.remember_window(conversation, record)
+        return newly
 
     async def _call_provider(self, request: ModelRequest) -> ModelResponse:
         provider = self.agent.provider

@@ -29,6 +29,20 @@ from tracer import (
 from .errors import UserError
 
 DROPPED_BY_WINDOW = "memory_window"
+
+
+@dataclass(frozen=True)
+class WindowRecord:
+    """What the window left out of the latest recorded call of a conversation (see :mod:`agent._loop`).
+
+    ``depth`` counts the runs since one recorded its whole list: a later run records only what fell
+    out since, naming this call, until the chain is long enough that it records the whole list again.
+    """
+
+    run_id: str
+    stage_id: str
+    dropped: list[ContextItem]
+    depth: int = 0
 _CALL_OVERHEAD_CHARS = 50
 
 
@@ -98,6 +112,7 @@ class ConversationMemory:
         self.max_messages = max_messages
         self._conversations: dict[str, Conversation] = {}
         self._token_cache: dict[str, int] = {}  # item hash -> estimated tokens
+        self._windows: dict[str, WindowRecord] = {}  # conversation -> its latest recorded window
 
     def create(
         self, system_prompt: str | None = None, metadata: dict[str, Any] | None = None, *, id: str | None = None
@@ -124,11 +139,21 @@ class ConversationMemory:
 
     def delete(self, conversation_id: str) -> bool:
         """Remove a conversation; True when it existed."""
+        self._windows.pop(conversation_id, None)
         return self._conversations.pop(conversation_id, None) is not None
 
     def clear(self) -> None:
         """Remove every conversation."""
         self._conversations.clear()
+        self._windows.clear()
+
+    def last_window(self, conversation_id: str) -> WindowRecord | None:
+        """What the window left out of the conversation's latest recorded call (in this process)."""
+        return self._windows.get(conversation_id)
+
+    def remember_window(self, conversation_id: str, record: WindowRecord) -> None:
+        """Keep what the window left out of a recorded call, for the next call to continue."""
+        self._windows[conversation_id] = record
 
     def ids(self) -> list[str]:
         """Every conversation id."""
@@ -156,6 +181,7 @@ class ConversationMemory:
         conv = self.require(conversation_id)
         conv.messages.clear()
         conv.updated_at = time.time()
+        self._windows.pop(conversation_id, None)
 
     def update_system_prompt(self, conversation_id: str, system_prompt: str) -> None:
         """Replace the conversation's system prompt."""

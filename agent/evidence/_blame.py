@@ -304,7 +304,7 @@ async def blame(
     started = time.perf_counter()
     store.flush()
     run_id = store.resolve_run_id(run)
-    recording = read_recording(store.load_run(run_id))
+    recording = read_recording(store.load_run(run_id), store)
     tested, skipped = suspects(store, run_id, recording, include_tool_definitions=include_tool_definitions,
                                alternatives=alternatives, order=order)
     report = BlameReport(run_id, recording.data.run.output or "", tested, skipped)

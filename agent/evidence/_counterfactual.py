@@ -213,7 +213,7 @@ async def counterfactual(
         raise EditError("a counterfactual needs at least one edit (remove or replace an item)")
     if recording is None:
         store.flush()
-        recording = read_recording(store.load_run(store.resolve_run_id(run)))
+        recording = read_recording(store.load_run(store.resolve_run_id(run)), store)
     start = resolve_stage(recording, stage, [e.item for e in edit_list])
     resolved = resolve(recording, start.turn - 1, edit_list)
     planned = plan(recording, resolved)

@@ -21,6 +21,7 @@ from tracer import (
     ItemKind,
     OriginKind,
     RunData,
+    RunSource,
     SnapshotEntry,
     Stage,
     StageKind,
@@ -144,8 +145,13 @@ class RecordedRun:
         return served
 
 
-def read_recording(data: RunData) -> RecordedRun:
-    """Read ``data`` for rebuilding; a :class:`NotReplayableError` says what is missing."""
+def read_recording(data: RunData, source: RunSource | None = None) -> RecordedRun:
+    """Read ``data`` for rebuilding; a :class:`NotReplayableError` says what is missing.
+
+    ``source`` (a store) completes what the window left out of the first calls with what earlier
+    runs of the conversation recorded (a run records only what fell out since the run before); the
+    rebuild does not need it, restoring a left-out message does.
+    """
     run = data.run
     kinds = {s.kind for s in data.stages}
     if StageKind.RESUME in kinds:
@@ -155,7 +161,7 @@ def read_recording(data: RunData) -> RecordedRun:
         )
     if run.status == "cancelled":
         raise NotReplayableError(f"run {run.id} was cancelled; a cancelled run cannot be replayed")
-    inferences = _inferences(data)
+    inferences = _inferences(data, source)
     if not inferences:
         raise NotReplayableError(f"run {run.id} made no model call; there is nothing to replay")
     by_kind: dict[str, set[str]] = {}
@@ -261,8 +267,9 @@ def _prompt_stage_id(data: RunData) -> str | None:
     return next((s.id for s in data.stages if s.kind == StageKind.PROMPT), None)
 
 
-def _inferences(data: RunData) -> list[RecordedInference]:
+def _inferences(data: RunData, source: RunSource | None) -> list[RecordedInference]:
     out = []
+    loaded: dict[str, RunData] = {data.run.id: data}
     for turn, stage in enumerate(data.inferences(), 1):
         entries = data.inputs.get(stage.id, [])
         response = None
@@ -270,8 +277,13 @@ def _inferences(data: RunData) -> list[RecordedInference]:
             response = _response(data, stage)
         elif stage.status != "error":
             raise NotReplayableError(f"run {data.run.id}: inference {stage.name!r} ended {stage.status}")
-        out.append(RecordedInference(stage, turn, [e for e in entries if e.included], left_out(data, stage.id),
-                                     response, stage.error))
+        dropped = left_out(data, stage.id, source, loaded)
+        for entry in dropped:  # continued from an earlier run: its items come with it
+            if entry.item_hash not in data.items:
+                found = next((r.items[entry.item_hash] for r in loaded.values() if entry.item_hash in r.items), None)
+                if found is not None:
+                    data.items[entry.item_hash] = found
+        out.append(RecordedInference(stage, turn, [e for e in entries if e.included], dropped, response, stage.error))
     return out
 
 

@@ -15,7 +15,7 @@ from agent import ConversationMemory
 from agent.evidence import Edit, EditError, blame, counterfactual
 from agent.evidence.cli import register
 from tests.agent.evidence.planted import planted
-from tracer import Store, earlier_verdicts, rank, why
+from tracer import Store, dropped_context, earlier_verdicts, rank, why
 
 
 def _named(store: Store, run_id: str, name: str) -> str:
@@ -105,7 +105,10 @@ async def test_an_earlier_answer_in_the_history_is_replaced_and_a_left_out_item_
     store.flush()
     data = store.load_run(third.run_id)
     assert third.answer == "nowhere: sun."  # "I moved to Lisbon" fell out of the window
-    moved = next(h for h, i in data.items.items() if i.text == "I moved to Lisbon")
+    # the run records only what fell out of the window since the run before; dropped follows the chain
+    left = [d for report in dropped_context(store, third.run_id) for d in report.items]
+    moved = next(d.item_hash for d in left if d.text == "I moved to Lisbon")
+    assert moved not in data.items
     restored = await counterfactual(store, third.run_id, edits=Edit.restore(moved), provider=live(),
                                     tools=list(agent.tools.values()), repeats=1)
     assert restored.verdict == "flips" and restored.outcomes[0].answer == "Lisbon: sun."
