@@ -184,33 +184,35 @@ class RunScreen(Screen[None]):
         ellipsis (the answer stage shows it whole).
         """
         run = data.run
-        width = max(20, (self.size.width or self.app.size.width) - 4)
-        text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(f"{run.agent} ", style="bold")
-        text.append(run.status, style=STATUS_COLOURS.get(run.status, ""))
+        width = max(20, (self.size.width or self.app.size.width) - 2)
+        head = Text()
+        head.append(f"{run.agent} ", style="bold")
+        head.append(run.status, style=STATUS_COLOURS.get(run.status, ""))
         calls = [s for s in data.stages if s.kind == "inference"]
         per_call = [int(s.attributes.get("input_tokens", 0) or 0) + int(s.attributes.get("output_tokens", 0) or 0)
                     for s in calls]
         used = f"{tokens(run.tokens_in + run.tokens_out)} tok"
         if len(calls) > 1 and any(per_call):
             used += f" ({' + '.join(tokens(n) for n in per_call)} in {len(calls)} model calls)"
-        text.append(f" · {clock(run.started_at)} · {used} · {cost(run.cost)}")
+        head.append(f" · {clock(run.started_at)} · {used} · {cost(run.cost)}")
         if run.session_id:
             position = self.session.index(run.id) + 1 if run.id in self.session else 0
-            text.append(f" · {run.session_id}", style="dim")
+            head.append(f" · {run.session_id}", style="dim")
             if position:
-                text.append(f" {position}/{len(self.session)}", style="dim")
-        text.append("\n")
+                head.append(f" {position}/{len(self.session)}", style="dim")
+        head.truncate(width, overflow="ellipsis")
         answer = run.output if run.output is not None else (run.error or "")
         question, reply = " ".join(run.input.split()), " ".join(answer.split())
         half = (width - 6) // 2
         # the question gets what the answer leaves, and the other way round; both fit when they can
         q_room = max(half, width - 6 - len(reply)) if len(question) > half else len(question)
-        text.append("Q ", style="bold " + ORIGIN_COLOURS["user"])
-        text.append(one_line(question, q_room))
-        text.append("  A ", style="bold " + ORIGIN_COLOURS["stage"])
-        text.append(one_line(reply, max(10, width - 6 - min(len(question), q_room))))
-        return text
+        qa = Text()
+        qa.append("Q ", style="bold " + ORIGIN_COLOURS["user"])
+        qa.append(one_line(question, q_room))
+        qa.append("  A ", style="bold " + ORIGIN_COLOURS["stage"])
+        qa.append(one_line(reply, max(10, width - 6 - min(len(question), q_room))))
+        qa.truncate(width, overflow="ellipsis")
+        return Text("\n").join([head, qa])
 
     def on_resize(self) -> None:
         if self.data is not None:

@@ -164,6 +164,12 @@ async def test_at_80x24_long_text_ends_in_an_ellipsis_and_nothing_overflows(
         title = screen.query_one("#run-title").render()
         lines = str(title).splitlines()
         assert len(lines) == 2 and all(len(line) <= 78 for line in lines)
+        await pilot.resize_terminal(56, 24)  # narrower than the run's line: it ends in an ellipsis, on one line
+        await settle(pilot)
+        narrow = str(screen.query_one("#run-title").render()).splitlines()
+        assert len(narrow) == 2 and all(len(line) <= 54 for line in narrow) and narrow[0].endswith("…")
+        await pilot.resize_terminal(80, 24)
+        await settle(pilot)
         data = screen.data  # type: ignore[attr-defined]
         assert data is not None
         if len(data.run.input) + len(data.run.output or "") > 70:
