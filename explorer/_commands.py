@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tracer import DEFAULT_PATH, Store
+from tracer import DEFAULT_PATH, Store, refuse_truncated
 
 from ._terminal import has_terminal
 
@@ -34,6 +34,8 @@ def explore(db: Path, host_url: str | None, token: str | None, run_ref: str | No
     """
     if host_url and click.get_current_context().get_parameter_source("db") is click.core.ParameterSource.COMMANDLINE:
         raise click.UsageError("give a store file (--db) or --host URL, not both")
+    if not host_url and db.exists():
+        refuse_truncated(str(db))  # the same refusal as every command, terminal or not
     _need_terminal("explore")
     from ._open import build_app
 

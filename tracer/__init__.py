@@ -50,7 +50,7 @@ from ._serialize import (
     rundata_from_dict,
     rundata_to_dict,
 )
-from ._store import DEFAULT_PATH, RunFilter, Store
+from ._store import DEFAULT_PATH, RunFilter, Store, refuse_truncated
 from ._why import DroppedItem, Evidence, EvidenceNode, RunSource, why
 from .errors import (
     ExportError,
@@ -135,6 +135,7 @@ __all__ = [
     "origin_to_dict",
     "rank",
     "recorded_stages",
+    "refuse_truncated",
     "resolve_item",
     "restrict_to_owner",
     "run_from_dict",

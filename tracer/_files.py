@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Any
 
 #: The files DuckDB keeps beside a database file while it is open.
-SIDE_FILES = (".wal",)
+SIDE_FILES = (".wal", ".journal")
 
 
 def restrict_to_owner(path: str | os.PathLike[str]) -> None:
@@ -25,3 +26,27 @@ def restrict_to_owner(path: str | os.PathLike[str]) -> None:
             continue
         except PermissionError:
             continue
+
+
+#: DuckDB's file header: one main header and two database headers of 4 KiB before the first block.
+_HEADER_BYTES = 3 * 4096
+
+
+def truncation(con: Any, path: str | os.PathLike[str]) -> str | None:
+    """Why the DuckDB file at ``path`` (open on ``con``) is cut short, or None when it is whole.
+
+    DuckDB reads a block only when a query needs it, so a file cut in half opens and answers
+    whatever lives in its first half; the blocks its header counts must all be there.
+    """
+    name = os.fspath(path)
+    if name == ":memory:":
+        return None
+    rows = con.execute("PRAGMA database_size").fetchall()
+    if not rows:
+        return None
+    block_size, total_blocks = int(rows[0][2]), int(rows[0][3])
+    expected = _HEADER_BYTES + block_size * total_blocks if total_blocks else 0
+    actual = os.path.getsize(name)
+    if actual < expected:
+        return f"it holds {actual:,} bytes where its header counts {expected:,} (truncated)"
+    return None

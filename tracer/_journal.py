@@ -126,7 +126,7 @@ class Journal:
     def __init__(self, path: str, last: int) -> None:
         self.path = path
         try:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)  # conversations: the owner only
         except OSError as exc:
             raise StoreError(f"cannot create the sync journal {path}: {exc.strerror}") from exc
         self.lock = threading.Lock()  # held while a bundle is numbered and queued: numbers follow queue order

@@ -21,6 +21,7 @@ from typing import Any
 
 import duckdb
 
+from ._files import restrict_to_owner, truncation
 from ._journal import Journal, applied_number, encode_bundle, journal_path, pending
 from ._lock import DEFAULT_WAIT, connect
 from ._records import Edge, Item, Origin, Run, SnapshotEntry, Stage
@@ -35,7 +36,7 @@ DEFAULT_MEMORY_LIMIT = "48MB"
 # DuckDB checkpoints (folds its write-ahead log into the file) when the log reaches this size. Each
 # checkpoint rewrites the tables' unfinished row groups and frees the old blocks: at DuckDB's default
 # (16 MB) a recording's file was 17% bigger, for no measurable gain in speed.
-CHECKPOINT_THRESHOLD = "64MB"
+CHECKPOINT_THRESHOLD = "16MB"
 _SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|KiB|MB|MiB|GB|GiB|TB|TiB)\s*$", re.IGNORECASE)
 
 
@@ -166,7 +167,18 @@ class Store:
                 raise StoreError(f"no footprint store at {spath}: record a run first (footprint demo)")
             if file.exists() and file.is_dir():
                 raise NotAStoreError(f"{spath} is a directory, not a footprint store")
+        existed = not in_memory and Path(spath).exists()
+        if existed and not read_only:
+            refuse_truncated(spath)  # before a writer could touch it
         con = connect(spath, read_only=read_only, wait=wait)
+        if existed and read_only:
+            try:
+                reason = truncation(con, spath)
+            except duckdb.Error:
+                reason = None
+            if reason is not None:
+                con.close()
+                raise NotAStoreError(_truncated_message(spath, reason))
         try:
             if not read_only:
                 con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
@@ -196,6 +208,8 @@ class Store:
             except StoreLockedError:
                 pass  # a writer took it meanwhile, and applied the journal as it opened
             return cls.open(spath, read_only=True, memory_limit=memory_limit, wait=wait)
+        if not in_memory and not read_only:
+            restrict_to_owner(spath)  # conversations live here: readable by the owner only
         try:
             return cls(con, spath, read_only, journaled=journaled, replay=replay, memory_limit=memory_limit)
         except BaseException:
@@ -718,3 +732,26 @@ class Store:
             chunk = wanted[start:start + 1000]
             rows += self.query(f"SELECT hash, kind, text, body FROM fp_item WHERE hash IN ({_marks(chunk)})", chunk)
         return {r[0]: Item(r[1], json.loads(r[3]) if r[3] else {"text": r[2]}, r[0]) for r in rows}
+
+
+def _truncated_message(path: str, reason: str) -> str:
+    return (f"{path} is not a readable footprint store: the file is truncated or corrupt ({reason}); "
+            f"it was left untouched — restore it from a backup or pass another --db path")
+
+
+def refuse_truncated(path: str) -> None:
+    """Raise :class:`NotAStoreError` for a DuckDB file cut short, before anyone opens it for writing
+    (a writer would build on the hole). A file held by a writer or not DuckDB at all is left to
+    the open that follows to report."""
+    try:
+        probe = duckdb.connect(path, read_only=True)
+    except duckdb.Error:
+        return  # held by a writer, or not DuckDB at all: the writable open says which
+    try:
+        reason = truncation(probe, path)
+    except duckdb.Error:
+        reason = None
+    finally:
+        probe.close()
+    if reason is not None:
+        raise NotAStoreError(_truncated_message(path, reason))

@@ -42,13 +42,13 @@ from ._durable import durable_router
 from ._errors import BodyLimitMiddleware, error_body, install_error_handlers
 from ._fast import TurnFastPath
 from ._models import (
-    SESSION_ID_PATTERN,
     DecisionRequest,
     HealthReply,
     SessionsReply,
     TurnReplyModel,
     TurnRequest,
 )
+from ._params import SessionId
 from ._recordings import recordings_router
 
 DEFAULT_MAX_BODY = 1_048_576
@@ -198,8 +198,7 @@ def _host_router(host: StandingAgent, get_recordings: Any) -> APIRouter:
         "/sessions/{session_id}/decision", response_model=TurnReplyModel,
         summary="Resume a session paused on a question with a person's decision",
     )
-    async def decide(session_id: str, body: DecisionRequest) -> JSONResponse:
-        _check_session_id(session_id)
+    async def decide(session_id: SessionId, body: DecisionRequest) -> JSONResponse:
         reply = await host.handle(session_id=session_id, decision=body.decision, turn_id=body.turn_id)
         return JSONResponse(reply.to_dict())
 
@@ -244,35 +243,26 @@ def _host_router(host: StandingAgent, get_recordings: Any) -> APIRouter:
         return {"sessions": await host.sessions_overview(limit=max(1, min(limit, 10_000)))}
 
     @router.get("/sessions/{session_id}", summary="One session's stored state")
-    async def session(session_id: str) -> dict[str, Any]:
-        _check_session_id(session_id)
+    async def session(session_id: SessionId) -> dict[str, Any]:
         info = await host.session_info(session_id)
         if info is None:
             raise HTTPException(404, f"no session {session_id!r} is stored")
         return info
 
     @router.delete("/sessions/{session_id}", summary="Forget a session")
-    async def delete_session(session_id: str) -> JSONResponse:
-        _check_session_id(session_id)
+    async def delete_session(session_id: SessionId) -> JSONResponse:
         if not await host.delete_session(session_id):
             raise HTTPException(404, f"no session {session_id!r} is stored")
         return JSONResponse({"deleted": session_id})
 
     @router.get("/sessions/{session_id}/runs", summary="A session's recorded runs, oldest first")
-    def session_runs(session_id: str) -> dict[str, Any]:
+    def session_runs(session_id: SessionId) -> dict[str, Any]:
         store = get_recordings()
         if not store.read_only:
             store.flush()
         return {"runs": [run_to_dict(r) for r in store.session_runs(session_id)]}
 
     return router
-
-
-def _check_session_id(session_id: str) -> None:
-    import re
-
-    if not re.match(SESSION_ID_PATTERN, session_id):
-        raise HTTPException(400, f"session id {session_id[:80]!r} must be 1-200 letters, digits or . _ : @ -")
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:

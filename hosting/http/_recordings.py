@@ -25,6 +25,8 @@ from fastapi import APIRouter, Query
 
 from tracer import RunData, RunFilter, Store, run_to_dict, rundata_to_dict, why
 
+from ._params import SessionId
+
 MAX_PAGE = 1000
 
 
@@ -69,7 +71,7 @@ def recordings_router(get_store: Callable[[], Store]) -> APIRouter:
         return rundata_to_dict(RunData(run=store.get_run(resolved), stages=[], edges=[], inputs=inputs, items=items))
 
     @router.get("/sessions/{session_id}/runs", summary="A session's recorded runs, oldest first")
-    def session_runs(session_id: str) -> dict[str, Any]:
+    def session_runs(session_id: SessionId) -> dict[str, Any]:
         return {"runs": [run_to_dict(r) for r in fresh().session_runs(session_id)]}
 
     @router.get("/runs/{run_id}/why", summary="The evidence graph behind a run's answer (or one item)")

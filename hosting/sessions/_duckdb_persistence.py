@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from tracer import RedactionPolicy, Store, restrict_to_owner
+from tracer import RedactionPolicy, Store, refuse_truncated, restrict_to_owner
 
 from ..errors import SessionStoreError, VersionConflictError
 from ._stored import SessionHead, StoredPersistence, StoredSession, WriteSet, plan_batch
@@ -318,6 +318,8 @@ class DuckDBPersistence(StoredPersistence):
 def _connect_owned(path: str) -> duckdb.DuckDBPyConnection:
     """Open (or create, readable by its owner only) a DuckDB file of the session store's own."""
     new = path != ":memory:" and not os.path.exists(path)
+    if not new and path != ":memory:":
+        refuse_truncated(path)
     con = duckdb.connect(path)
     if new:
         restrict_to_owner(path)

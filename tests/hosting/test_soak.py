@@ -1,0 +1,81 @@
+"""The soak, CI-sized: 2 sessions x 300 turns of 2 KB on the embedded default (DuckDB, in the
+recordings file, ``sync``), a tool call in every third turn.
+
+Every turn is answered, every answered turn is stored (read back from the file after the host
+closed), and what a turn adds to the store does not grow with the session. ``bench/soak.py`` runs
+the full size and prints the figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+
+from hosting import DuckDBSessions, standing_agent
+from tests.hosting.soakkit import message, soak_agent
+from tracer import Recorder, Store
+
+SESSIONS, TURNS, SIZE = 2, 300, 2048
+
+
+def _file_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+def _stored_session_bytes(store: Store) -> int:
+    tables = [r[0] for r in store.query(
+        "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'fp_session%'")]
+    total = 0
+    for table in tables:
+        columns = [r[0] for r in store.query(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? AND data_type = 'VARCHAR'",
+            [table])]
+        for column in columns:
+            total += int(store.query(f'SELECT coalesce(sum(strlen("{column}")), 0) FROM {table}')[0][0])
+    return total
+
+
+async def test_long_sessions_of_big_turns_are_all_answered_stored_and_grow_linearly(tmp_path: Path) -> None:
+    path = tmp_path / "soak.duckdb"
+    store = Store.open(path)
+    sessions = DuckDBSessions(store)
+    recorder = Recorder(store)
+    host = standing_agent(agent_factory=lambda: soak_agent(recorder), sessions=sessions, durability="sync",
+                          close_sessions=True)
+    failed: list[str] = []
+    growth: list[int] = []  # bytes the sessions' tables hold after each round of turns
+
+    async def session(n: int, turn: int) -> None:
+        reply = await host.handle(message(n, turn, SIZE), session_id=f"soak-{n}")
+        if reply.status != "answered":
+            failed.append(f"session {n} turn {turn}: {reply.status} {reply.error}")
+
+    try:
+        for turn in range(TURNS):
+            outcomes = await asyncio.gather(*(session(n, turn) for n in range(SESSIONS)), return_exceptions=True)
+            failed.extend(f"turn {turn}: {o!r}" for o in outcomes if isinstance(o, BaseException))
+            if turn % 30 == 29:
+                await sessions.flush()
+                growth.append(await asyncio.to_thread(_stored_session_bytes, store))
+    finally:
+        await host.close()
+        store.close()
+    assert failed == [], failed[:5]
+
+    reopened = Store.open(path)
+    again = DuckDBSessions(reopened)
+    try:
+        for n in range(SESSIONS):
+            envelope = await again.load(f"soak-{n}")
+            assert envelope is not None
+            messages = envelope.conversation_obj().messages
+            users = [m.item.text for m in messages if m.item.kind == "user"]
+            assert users == [message(n, t, SIZE) for t in range(TURNS)]  # every acknowledged turn, once
+            assert sum(1 for m in messages if m.item.kind == "tool_result") == TURNS // 3
+    finally:
+        await again.close()
+        reopened.close()
+    # what is stored grows by the same amount each round: linear in the turns, not quadratic
+    steps = [b - a for a, b in itertools.pairwise(growth)]
+    assert max(steps) <= 1.25 * min(steps), (growth, steps)
