@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import operator
+import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from tracer import (
     Item,
     ItemKind,
     OriginKind,
+    RedactionPolicy,
     RunRecording,
     RunStatus,
     StageKind,
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("footprint.agent")
 #: How many runs in a row record only what their window left out since the run before (then a whole list).
 WINDOW_CHAIN = 16
+_DEFAULT_POLICY = RedactionPolicy()
 
 #: decided[call id]: a result already known (content, is_error), or None: run it without asking again
 Decided = dict[str, tuple[str, bool] | None]
@@ -131,7 +134,8 @@ class RunLoop:
         except ProviderError as exc:
             result = self._fail(RunStatus.FAILED, "provider_error", f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # the framework failed: the run fails, recorded, never a crash
-            log.exception("run %s of agent %s failed", run.id, agent.name)
+            log.error("run %s of agent %s failed: %s", run.id, agent.name,
+                      self._masked("".join(traceback.format_exception(exc)).rstrip()))
             result = self._fail(RunStatus.FAILED, "internal_error", f"{type(exc).__name__}: {exc}")
         attributes: dict[str, Any] = {"stop_reason": result.stop_reason, "turns": self.turns,
                                       "tool_calls": self.tool_calls}
@@ -170,10 +174,20 @@ class RunLoop:
             labels=self.agent.labels, **extra,
         )
 
+    def _masked(self, text: str) -> str:
+        """``text`` with credentials masked: by the recorder's policy, or the default one when nothing records."""
+        recorder = self.agent.recorder
+        return (recorder.redaction if recorder.enabled else _DEFAULT_POLICY).text(text)
+
     def _fail(self, status: str, reason: str, message: str, unrun: list[ContextItem] | None = None) -> RunResult:
-        """Record an error stage after the latest stages; calls left without a result get one from it."""
+        """Record an error stage after the latest stages; calls left without a result get one from it.
+
+        The message is masked first: a provider's error may quote the API key, and the message
+        reaches the result, the reply and the conversation.
+        """
         assert self.run is not None
         agent = self.agent
+        message = self._masked(message)
         with self.run.stage(StageKind.ERROR, reason, after=self.tail, attributes={"reason": reason}) as stage:
             self.error_stage = stage.id
             # the conversation must stay valid for the next run: every tool call gets a result

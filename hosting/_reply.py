@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracer import RedactionPolicy
+
 
 @dataclass
 class TurnReply:
@@ -38,6 +40,16 @@ class TurnReply:
         return {"status": self.status, "session_id": self.session_id, "run_id": self.run_id,
                 "answer": self.answer, "question": self.question, "error": self.error,
                 "recovered": self.recovered, "replayed": self.replayed}
+
+    def masked(self, policy: RedactionPolicy) -> TurnReply:
+        """This reply with credentials masked in its texts (what the host sends and stores)."""
+        return TurnReply(
+            self.status, self.session_id, self.run_id, answer=policy.text(self.answer),
+            question=None if self.question is None else policy.text(self.question),
+            error=None if self.error is None else policy.text(self.error),
+            recovered=None if self.recovered is None else policy.value(self.recovered),
+            replayed=self.replayed, extra=self.extra,
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TurnReply:

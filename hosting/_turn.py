@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent import Agent, AgentEvent, Conversation, Hooks, PauseState, RunContext, RunFinished, RunResult
-from tracer import ContextItem, Item, ItemKind, Origin, OriginKind
+from tracer import ContextItem, Item, ItemKind, Origin, OriginKind, RedactionPolicy
 
 from ._reply import TurnReply
 from .sessions import Envelope, SessionStore
 
 Emit = Callable[[str, dict[str, Any]], None]
+_ANONYMOUS_POLICY = RedactionPolicy()  # a one-off turn's reply is masked like a session's
 
 
 @dataclass(eq=False)
@@ -117,11 +118,13 @@ class SessionTurns:
                 return await agent.run(text)
             return await agent.resume(pause, text)
         result: RunResult | None = None
+        policy = self.sessions.policy
         async for event in agent.stream(text, pause=pause):
             if isinstance(event, RunFinished):
                 result = event.result
             else:
-                emit(*event_payload(event))
+                name, data = event_payload(event)
+                emit(name, policy.value(data))
         assert result is not None  # stream() always ends with RunFinished
         return result
 
@@ -152,6 +155,7 @@ class SessionTurns:
                 result.status, state.session_id, result.run_id, answer=result.answer,
                 question=result.question, error=result.error, recovered=recovered,
             )
+        reply = reply.masked(self.sessions.policy)  # the reply is sent and kept: no credential in it
         marker = self._marker(state, "interrupted" if interrupted else "done")
         if not interrupted:
             marker["reply"] = reply.to_dict()
@@ -348,7 +352,8 @@ async def run_anonymous(agent: Agent, message: str, emit: Emit | None) -> TurnRe
                 if isinstance(event, RunFinished):
                     result = event.result
                 else:
-                    emit(*event_payload(event))
+                    name, data = event_payload(event)
+                    emit(name, _ANONYMOUS_POLICY.value(data))
     finally:
         agent.memory.delete(conversation_id)
     assert result is not None  # a stream always ends with RunFinished
@@ -356,7 +361,7 @@ async def run_anonymous(agent: Agent, message: str, emit: Emit | None) -> TurnRe
     if result.status == "awaiting":
         error = "a one-off turn cannot be resumed: send a session_id to keep a paused run"
     return TurnReply(result.status, None, result.run_id, answer=result.answer, question=result.question,
-                     error=error)
+                     error=error).masked(_ANONYMOUS_POLICY)
 
 
 def new_anonymous_id() -> str:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import re
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -202,3 +204,45 @@ def _literal_guards(compiled: tuple[re.Pattern[str], ...]) -> tuple[tuple[str, b
         text = "".join(prefix)
         guards.append((text.lower() if ignore_case else text, ignore_case))
     return tuple(guards)
+
+
+def mask_footprint_log_records(policy: RedactionPolicy | None = None) -> None:
+    """Mask credentials in every standard-library log record of a ``footprint`` logger.
+
+    The message is formatted and masked when the record is made, and an exception's traceback is
+    rendered and masked then too: an error text that quotes an API key (a provider's answer, a
+    DSN) never reaches a log handler. Installed once, when ``tracer`` is imported; records of
+    other loggers are untouched.
+    """
+    global _log_policy
+    _log_policy = policy if policy is not None else RedactionPolicy()
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "_footprint_masking", False):
+        return
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if record.name == "footprint" or record.name.startswith("footprint."):
+            _mask_record(record, _log_policy)
+        return record
+
+    factory._footprint_masking = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
+
+
+def _mask_record(record: logging.LogRecord, policy: RedactionPolicy) -> None:
+    try:
+        message = record.getMessage()
+    except Exception:  # a bad format string: logging reports it itself later
+        return
+    masked = policy.text(message)
+    if masked != message:
+        record.msg, record.args = masked, None
+    if record.exc_info and record.exc_info[1] is not None:
+        text = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+        record.exc_text = policy.text(text)
+        record.exc_info = None
+
+
+_log_policy = RedactionPolicy()
+mask_footprint_log_records()

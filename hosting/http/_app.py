@@ -231,7 +231,7 @@ def _host_router(host: StandingAgent, get_recordings: Any) -> APIRouter:
             except HostingError as exc:
                 yield _sse("error", error_body(getattr(exc, "code", "host_error"), str(exc))["error"])
             except Exception as exc:
-                yield _sse("error", {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"})
+                yield _sse("error", error_body("internal_error", f"{type(exc).__name__}: {exc}")["error"])
 
         if first is None:
             return StreamingResponse(_one(_sse("reply", task.result().to_dict())), media_type="text/event-stream")

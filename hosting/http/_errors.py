@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tracer import NotFoundError, StoreError
+from tracer import NotFoundError, RedactionPolicy, StoreError
 
 from ..errors import SessionStoreError, TurnRefusedError, UnreadableEnvelopeError, VersionConflictError
 
@@ -25,9 +25,13 @@ _HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "
                405: "method_not_allowed", 413: "too_large", 415: "unsupported_media_type"}
 
 
+_MASK = RedactionPolicy()  # an error text may quote a credential (a provider's, a DSN's): masked in every reply
+
+
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
-    """The JSON body of an error response."""
-    return {"error": {"code": code, "message": message, **{k: v for k, v in extra.items() if v is not None}}}
+    """The JSON body of an error response (credentials in the message masked)."""
+    return {"error": {"code": code, "message": _MASK.text(message),
+                      **{k: v for k, v in extra.items() if v is not None}}}
 
 
 def _describe(errors: list[Any]) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 
+from tracer import RedactionPolicy
+
 from ._envelope import Envelope, SessionSummary
 
 
@@ -23,6 +25,8 @@ class SessionStore(ABC):
 
     shared: bool = False
     name: str = "sessions"
+    #: the credential masking applied to what is kept (and to the replies built from it)
+    policy: RedactionPolicy = RedactionPolicy()
 
     @abstractmethod
     async def load(self, session_id: str) -> Envelope | None:

@@ -186,7 +186,7 @@ class RecordSessions(SessionStore):
         self._cache_bytes = 0
         self._cache_limit = 0 if persistence.shared else cache_bytes
 
-    @property
+    @property  # type: ignore[override]
     def policy(self) -> RedactionPolicy:
         """The credential masking applied to everything kept."""
         return self.persistence.policy

@@ -1,0 +1,100 @@
+"""Secrets at rest: a password in a tool call's arguments, an API key in user text and in a
+provider's error — none of them is found in the store file, the session store, the logs, the
+OpenTelemetry export or the HTTP replies."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from agent import Agent, Tool
+from agent.errors import ProviderError
+from agent.providers import FunctionModel, ModelRequest, calls
+from hosting import DuckDBSessions, create_app, standing_agent
+from tracer import Recorder, Store
+from tracer.otel import spans_of
+
+API_KEY = "sk-" + "Zq9Xw8Vu7Ts6" * 3
+PASSWORD = "correct-horse-battery-staple"
+SECRETS = (API_KEY, PASSWORD)
+
+
+def _answer(request: ModelRequest) -> Any:
+    text = request.last_user_text()
+    if text == "log me in":
+        if request.context[-1].item.kind != "tool_result":
+            return calls(("login", {"user": "ada", "password": PASSWORD}, "call-login"))
+        return "logged in"
+    if text == "use the other key":
+        raise ProviderError(f"401 Unauthorized: incorrect API key provided: {API_KEY}")
+    return f"noted: {text}"
+
+
+async def _login(arguments: dict[str, Any]) -> str:
+    return f"welcome {arguments['user']}"
+
+
+def _agent(recorder: Recorder) -> Agent:
+    login = Tool("login", "Log in.", {"type": "object", "properties": {"user": {"type": "string"},
+                                                                        "password": {"type": "string"}}}, _login)
+    return Agent("secrets", provider=FunctionModel(_answer), tools=[login], recorder=recorder)
+
+
+def _every_text_in(path: Path) -> str:
+    """Every text value of every table of the DuckDB file (its strings are compressed on disk)."""
+    store = Store.open(path, read_only=True)
+    try:
+        out = []
+        for (table,) in store.query("SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE'"):
+            for (column,) in store.query(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]):
+                out += [str(v) for (v,) in store.query(f'SELECT "{column}"::VARCHAR FROM {table}') if v is not None]
+        return "\n".join(out)
+    finally:
+        store.close()
+
+
+async def test_no_secret_reaches_a_store_a_log_an_export_or_a_reply(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="footprint")
+    path = tmp_path / "fp.duckdb"
+    store = Store.open(path)
+    recorder = Recorder(store)
+    host = standing_agent(agent_factory=lambda: _agent(recorder), sessions=DuckDBSessions(store),
+                          durability="sync", close_sessions=True)
+    app = create_app(host)
+    replies: list[str] = []
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://host") as client:
+        for message in (f"my key is {API_KEY}, keep it", "log me in", "use the other key", "still there?"):
+            reply = await client.post("/v1/turns", json={"message": message, "session_id": "ada"})
+            replies.append(reply.text)
+        failed = json.loads(replies[2])
+        assert failed["status"] == "failed" and "[REDACTED]" in failed["error"]
+        for route in ("/v1/sessions/ada", "/v1/sessions/ada/runs", "/v1/recordings/runs"):
+            replies.append((await client.get(route)).text)
+        run_ids = [r["id"] for r in json.loads(replies[-1])["runs"]]
+        for run_id in run_ids:
+            replies.append((await client.get(f"/v1/recordings/runs/{run_id}")).text)
+        streamed = await client.post("/v1/turns/stream", json={"message": "use the other key", "session_id": "ada"})
+        replies.append(streamed.text)
+    await host.close()
+    spans = spans_of([store.load_run(r) for r in run_ids], content=True)
+    exported = "\n".join(json.dumps(dict(s.attributes or {}), default=str) + json.dumps(
+        [dict(e.attributes or {}) for e in s.events], default=str) + (s.status.description or "") for s in spans)
+    store.close()
+
+    stored = _every_text_in(path)
+    assert "log me in" in stored and "welcome ada" in stored  # the conversation is there ...
+    places = {"store file": stored, "logs": caplog.text, "OTLP export": exported, "HTTP replies": "\n".join(replies),
+              "raw file": path.read_bytes().decode("latin-1")}
+    for where, text in places.items():
+        for secret in SECRETS:
+            assert secret not in text, f"{secret[:6]}... found in {where}"  # ... its secrets are not
+    assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0  # and the file is its owner's only
