@@ -12,20 +12,29 @@ A session whose stored turn marker says ``running`` (a crash under ``sync``) or 
   interrupted run, with ``served_from`` on each served tool stage;
 * the conversation already ends with the model's answer: the turn is marked done.
 
-The caveat that remains: a call that was executing at the moment of the crash has no persisted
-result, so it executes again. Tools with side effects should be idempotent (key on stable call
-content, not on the call id).
+Only tools marked ``durable=True`` run again. A call that was interrupted — executing at the
+crash, or never started because the batch stopped — has no stored result, and the host cannot
+know whether its side effects happened: a payment or an email must not go out twice. So every
+interrupted call of a non-durable tool becomes an error result for the model saying exactly
+that (:data:`INTERRUPTED_RESULT`), and the model decides what to do; a durable tool (one that is
+safe to execute again with the same arguments) is executed again.
+
+A run the dead process left ``running`` in the recordings is ended by :func:`end_abandoned_runs`
+(``failed``, stop reason ``interrupted``) unless a session's stored turn will continue it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from agent import Agent, PauseState, RunResult
-from tracer import Item, ItemKind, OriginKind, StageKind
+from tracer import Item, ItemKind, OriginKind, Recorder, StageKind
 
 from ._reply import TurnReply
 from ._turn import Emit, SessionTurns, TurnState
@@ -55,6 +64,35 @@ def needs_recovery(envelope: Envelope, *, shared: bool, host_id: str, now: float
             f"(lease for {turn['lease_until'] - now:.0f} s more)", session_id=envelope.session_id,
         )
     return True
+
+
+#: The result an interrupted call of a non-durable tool gets on recovery (``{name}``: the tool).
+INTERRUPTED_RESULT = (
+    "Error: {name} was interrupted: the host stopped while this call was running, so it may or may "
+    "not have taken effect. It was not run again; check before you retry it."
+)
+
+
+def settle_interrupted_calls(agent: Agent, pause: PauseState) -> list[str]:
+    """Give every interrupted call of a non-durable tool its error result; the ids of those calls.
+
+    A call is interrupted when it has no stored result and no person's answer is awaited for it
+    (an approved call was executing too). Calls of durable tools are left to run again.
+    """
+    waiting_for_answer = {p["call"]["id"] for p in pause.pending if p.get("kind") != "approval"}
+    settled: list[str] = []
+    for call in pause.calls:
+        cid = call["id"]
+        if cid in pause.results or cid in waiting_for_answer:
+            continue
+        tool = agent.tools.get(call["name"])
+        if tool is not None and tool.durable:
+            continue
+        pause.results[cid] = {"content": INTERRUPTED_RESULT.format(name=call["name"]), "is_error": True}
+        settled.append(cid)
+    if settled:
+        pause.pending = [p for p in pause.pending if p["call"]["id"] not in settled]
+    return settled
 
 
 @dataclass
@@ -140,6 +178,7 @@ async def recover(turns: SessionTurns, agent: Agent, envelope: Envelope, emit: E
                 plan.pause.run_id = state.run_id = agent.recorder.start_run(
                     agent=agent.name, input=state.text, session_id=envelope.session_id).id
             plan.pause.next_seq, plan.pause.last_stage = _recording_position(agent, state, plan.pause)
+            settle_interrupted_calls(agent, plan.pause)
             result = await turns.run(state, pause=plan.pause, decision=plan.decision, emit=emit)
         return await turns.finish(state, result)
     finally:
@@ -171,3 +210,37 @@ def _recording_position(agent: Agent, state: TurnState, pause: PauseState) -> tu
     with run.stage(StageKind.INPUT, "user message (recovered)") as stage:
         stage.output(Item.of_text(ItemKind.USER, state.text), origin_kind=OriginKind.USER, source="input")
     return run.next_seq, stage.id
+
+
+INTERRUPTED_RUN = "interrupted: the process recording this run stopped before it ended"
+
+
+async def end_abandoned_runs(recorder: Recorder, continued: Callable[[str, str], Awaitable[bool]]) -> list[str]:
+    """End every run the store holds as ``running`` — left by a process that died — as ``failed``.
+
+    Call it when the host starts, before any turn (the host owns the recordings file, so no live
+    process records those runs). ``continued(session_id, run_id)`` says whether that session's
+    stored turn will continue the run on its next request: such a run is left for recovery to
+    end. Returns the ids of the runs ended.
+    """
+    store = recorder.store
+    if store.read_only:
+        return []
+    await asyncio.to_thread(store.flush)
+    rows = await asyncio.to_thread(
+        store.query, "SELECT id, session_id, agent, attributes FROM runs WHERE status = 'running' ORDER BY id")
+    ended = []
+    for run_id, session_id, agent_name, attributes in rows:
+        if session_id and await continued(str(session_id), str(run_id)):
+            continue
+        try:
+            kept = json.loads(attributes) if attributes else {}
+        except ValueError:
+            kept = {}
+        recorder.continue_run(str(run_id), agent=str(agent_name or ""), session_id=session_id).end(
+            "failed", error=INTERRUPTED_RUN,
+            attributes={**(kept if isinstance(kept, dict) else {}), "stop_reason": "interrupted"})
+        ended.append(str(run_id))
+    if ended:
+        await asyncio.to_thread(store.flush)
+    return ended

@@ -27,13 +27,19 @@ import uuid
 from typing import Any
 
 from agent import Agent, Hooks
-from tracer import Durability, Store
+from tracer import Durability, Recorder, Store
 
 from ._pool import AgentFactory, AgentPool, Slot
-from ._recovery import needs_recovery, recover
+from ._recovery import end_abandoned_runs, needs_recovery, recover
 from ._reply import TurnReply
 from ._turn import Emit, SessionTurns, run_anonymous
-from .errors import AwaitingDecisionError, HostShuttingDownError, NotAwaitingError, SessionBusyError
+from .errors import (
+    AwaitingDecisionError,
+    HostShuttingDownError,
+    NotAwaitingError,
+    SessionBusyError,
+    SessionStoreError,
+)
 from .sessions import InMemorySessions, SessionStore
 
 log = logging.getLogger("footprint.host")
@@ -87,6 +93,7 @@ class StandingAgent:
         self._tasks: set[asyncio.Task[TurnReply]] = set()
         self._draining = False
         self._closed = False
+        self._started: asyncio.Task[list[str]] | None = None  # the sweep of crash leftovers, once
         self._shared: Slot | None = None
         self._pool: AgentPool | None = None
         self._fallback: Slot | None = None
@@ -133,6 +140,40 @@ class StandingAgent:
         original = self._original_hooks.pop(id(agent), None)
         if original is not None:
             agent.hooks = original
+
+    # ------------------------------------------------------------------ start
+
+    async def start(self) -> list[str]:
+        """Finish what a dead process left in the recordings; the ids of the runs it ended.
+
+        Runs left ``running`` (the process died between starting a run and storing the turn, or
+        mid-turn) are ended ``failed`` with reason ``interrupted`` — except those a session's
+        stored turn continues, which recovery ends on the session's next request. Runs once;
+        the first turn waits for it, and the HTTP app calls it on startup.
+        """
+        if self.recordings is None:
+            return []  # (no recordings yet: an agent factory's first instance brings them)
+        if self._started is None:
+            self._started = asyncio.get_running_loop().create_task(self._sweep())
+        return await asyncio.shield(self._started)
+
+    async def _sweep(self) -> list[str]:
+        store = self.recordings
+        if store is None or store.read_only:
+            return []
+
+        async def continued(session_id: str, run_id: str) -> bool:
+            try:
+                envelope = await self.sessions.load(session_id)
+            except SessionStoreError:
+                return False  # unreadable: nothing will continue it
+            turn = envelope.turn if envelope is not None else None
+            return bool(turn) and turn.get("state") in ("running", "interrupted") and turn.get("run_id") == run_id
+
+        ended = await end_abandoned_runs(Recorder(store, durability=Durability.SYNC), continued)
+        if ended:
+            log.warning("ended %d run(s) a stopped process left running: %s", len(ended), ", ".join(ended[:10]))
+        return ended
 
     # ------------------------------------------------------------------ turns
 
@@ -211,6 +252,8 @@ class StandingAgent:
         else:
             session_lock = slot.lock
         try:
+            if self._started is None or not self._started.done():
+                await self.start()
             if session_lock is None or session_id is None:
                 async with slot.lock:
                     self._check_draining(session_id)

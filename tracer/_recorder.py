@@ -204,6 +204,11 @@ class Recorder:
         else:
             self.store.settle(self.store.submit_journaled(bundle))
 
+    def _submit_all(self, bundles: list[StageRows], run: RunRecording | None = None) -> None:
+        """Hand ``bundles`` to the store in order, as :meth:`_submit` does each."""
+        for bundle in bundles:
+            self._submit(bundle, run)
+
     def _notify(self, event: str, *args: Any, **kwargs: Any) -> None:
         for listener in self.listeners:
             try:
@@ -232,6 +237,12 @@ class RunRecording:
         self.status: str = RunStatus.RUNNING.value
         self.record: Run | None = None  # the run as written, kept for listeners
         self.start_attributes: dict[str, Any] = {}  # kept by end(), which sets the rest
+        # A stage is written when it closes, with the edges that reach it. A stage inside another
+        # (a tool inside its batch) closes first, so its rows wait here for the stages its edges
+        # come from: no edge is ever stored before the stage it starts at (a crash mid-batch
+        # leaves neither, instead of an edge from a batch stage that was never written).
+        self._open: set[str] = set()
+        self._waiting: list[tuple[frozenset[str], StageRows]] = []
 
     @property
     def ended(self) -> bool:
@@ -272,7 +283,26 @@ class RunRecording:
             stage.attributes.update(attributes)
         for prev in after:
             stage.edges.append((prev.id if isinstance(prev, StageRecording) else prev, str(edge)))
+        self._open.add(stage.id)
         return stage
+
+    def _written(self, stage_id: str, bundle: StageRows, sources: Iterable[str]) -> None:
+        """Hand a closed stage's rows to the writer once every stage its edges start at is written."""
+        self._open.discard(stage_id)
+        waiting_on = frozenset(s for s in sources if s in self._open)
+        if waiting_on:
+            self._waiting.append((waiting_on, bundle))
+            return
+        ready = [bundle]
+        if self._waiting:
+            still = []
+            for sources_left, held in self._waiting:
+                if any(s in self._open for s in sources_left):
+                    still.append((sources_left, held))
+                else:
+                    ready.append(held)
+            self._waiting = still
+        self.recorder._submit_all(ready, self)
 
     def end(
         self,
@@ -295,6 +325,9 @@ class RunRecording:
         self.status = str(status)
         policy = self.recorder.redaction
         ended_at = time.time()
+        if self._waiting:  # a stage left open when the run ended: its edges' sources never close
+            self.recorder._submit_all([held for _, held in self._waiting], self)
+            self._waiting.clear()
         bundle = Bundle()
         bundle.run_ends.append(
             (
@@ -404,7 +437,7 @@ class StageRecording:
         )
         if self._inputs or self._dropped:
             recorder._snapshots.add(bundle, run_id, self.id, self._inputs, self._dropped)
-        recorder._submit(bundle, self.run)
+        self.run._written(self.id, bundle, (src for src, _ in self.edges))
         if recorder.listeners:
             recorder._notify("stage_closed", self._recorded(str(status), ended_at, error))
 
@@ -469,6 +502,9 @@ class NullRecorder(Recorder):
         return False
 
     def _submit(self, bundle: Bundle | StageRows, run: RunRecording | None = None) -> None:
+        return None
+
+    def _submit_all(self, bundles: list[StageRows], run: RunRecording | None = None) -> None:
         return None
 
     def start_run(self, **kwargs: Any) -> RunRecording:

@@ -122,6 +122,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if host is not None:
+            await host.start()  # finish what a dead process left before the first turn (and
+            # before durable sessions start new runs)
         if durable is not None:
             await durable.resume_unfinished()  # sessions a restart cut off go on
         if gateway is not None:
