@@ -24,6 +24,7 @@ import uvicorn
 
 from ._durable import DurableHost
 from ._standing import StandingAgent
+from .errors import HostFailedError
 from .http import create_app
 
 log = logging.getLogger("footprint.host")
@@ -57,9 +58,14 @@ class _Server(uvicorn.Server):
         await super().serve(sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self._host.on_failed.append(self._host_failed)
         await super().startup(sockets=sockets)
         if self.started:
             freeze_startup_heap()
+
+    def _host_failed(self) -> None:
+        """A store failed for good: stop serving (``serve`` then says so, and the process exits non-zero)."""
+        self.should_exit = True
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._loop is not None and not self._host.draining:
@@ -86,7 +92,11 @@ def serve(
     durable: DurableHost | None = None,
 ) -> None:
     """Serve ``host`` (a ``gateway`` of stored agents, ``durable`` sessions) over HTTP until SIGTERM/SIGINT;
-    returns once everything is flushed."""
+    returns once everything is flushed.
+
+    Raises :class:`HostFailedError` when the host stopped because a store failed and could not be
+    reopened (``footprint serve`` then exits non-zero, so a supervisor restarts it).
+    """
     app = create_app(host, token=token, shutdown_grace=shutdown_grace, max_body_bytes=max_body_bytes,
                      gateway=gateway, durable=durable)
     config = uvicorn.Config(
@@ -106,3 +116,5 @@ def serve(
         await task
 
     asyncio.run(main())
+    if host.failed is not None:
+        raise HostFailedError(f"the host stopped: {host.failed}; start it again (a supervisor restarts it)")

@@ -35,10 +35,13 @@ from ._reply import TurnReply
 from ._turn import Emit, SessionTurns, run_anonymous
 from .errors import (
     AwaitingDecisionError,
+    HostFailedError,
     HostShuttingDownError,
     NotAwaitingError,
     SessionBusyError,
     SessionStoreError,
+    UnreadableEnvelopeError,
+    VersionConflictError,
 )
 from .sessions import InMemorySessions, SessionStore
 
@@ -94,6 +97,10 @@ class StandingAgent:
         self._draining = False
         self._closed = False
         self._started: asyncio.Task[list[str]] | None = None  # the sweep of crash leftovers, once
+        self.failed: str | None = None  # why the host cannot serve any more (it exits to be restarted)
+        self.on_failed: list[Any] = []  # called (no arguments) once the host has failed
+        self._reopening = asyncio.Lock()
+        self._reopen: asyncio.Task[None] | None = None  # the session store being reopened
         self._shared: Slot | None = None
         self._pool: AgentPool | None = None
         self._fallback: Slot | None = None
@@ -175,6 +182,40 @@ class StandingAgent:
             log.warning("ended %d run(s) a stopped process left running: %s", len(ended), ", ".join(ended[:10]))
         return ended
 
+    # ------------------------------------------------------------------ failure
+
+    async def _store_failed(self) -> None:
+        """A save failed: when the session store is broken, reopen it; when that fails too, fail the host."""
+        if self.sessions.healthy or self.failed is not None:
+            return  # one failed commit (its turn was refused), the store itself goes on
+        async with self._reopening:
+            if self.sessions.healthy:
+                return
+            try:
+                await self.sessions.reopen()
+                log.warning("the session store failed and was reopened; the turn that failed was reported")
+            except Exception as exc:
+                self._fail(f"the session store failed and could not be reopened: {exc}")
+
+    def _check_recordings(self) -> None:
+        store = self.recordings
+        failure = store.write_failure if store is not None and not store.read_only else None
+        if failure is not None:
+            self._fail(f"the recordings store {store.path if store else ''} failed: {failure}")
+
+    def _fail(self, reason: str) -> None:
+        """Stop taking turns and tell whoever runs the host (``footprint serve`` exits non-zero)."""
+        if self.failed is not None:
+            return
+        self.failed = self.sessions.policy.text(reason)
+        log.error("the host cannot go on and exits to be restarted: %s", self.failed)
+        self._draining = True
+        for callback in self.on_failed:
+            try:
+                callback()
+            except Exception:
+                log.exception("an on_failed callback failed")
+
     # ------------------------------------------------------------------ turns
 
     async def handle(
@@ -192,6 +233,8 @@ class StandingAgent:
         stream events. Raises :class:`TurnRefusedError` subclasses for turns the host will not
         run, :class:`UnreadableEnvelopeError` when the session's stored data cannot be read.
         """
+        if self.failed is not None:
+            raise HostFailedError(f"this host is exiting to be restarted: {self.failed}", session_id=session_id)
         if self._draining:
             raise HostShuttingDownError("the host is shutting down and takes no new turns", session_id=session_id)
         if decision is not None and session_id is None:
@@ -252,6 +295,10 @@ class StandingAgent:
         else:
             session_lock = slot.lock
         try:
+            if self._reopen is not None and not self._reopen.done():
+                await asyncio.shield(self._reopen)
+            if self.failed is not None:
+                raise HostFailedError(f"this host is exiting to be restarted: {self.failed}", session_id=session_id)
             if self._started is None or not self._started.done():
                 await self.start()
             if session_lock is None or session_id is None:
@@ -261,7 +308,16 @@ class StandingAgent:
             async with session_lock:
                 self._check_draining(session_id)
                 return await self._session_turn(slot, session_id, message, decision, turn_id, emit)
+        except SessionStoreError as exc:
+            if not isinstance(exc, VersionConflictError | UnreadableEnvelopeError) and not self.sessions.healthy:
+                # this turn fails (its caller is told); the store is reopened beside it (in a task
+                # of its own: a cancelled run may leave this one's cancellation pending), and the
+                # next turns wait for that
+                if self._reopen is None or self._reopen.done():
+                    self._reopen = asyncio.get_running_loop().create_task(self._store_failed())
+            raise
         finally:
+            self._check_recordings()
             self._release(slot, session_id)
             if session_id is not None and session_id not in self._inflight:
                 self._session_locks.pop(session_id, None)
@@ -368,9 +424,11 @@ class StandingAgent:
     def health(self) -> dict[str, Any]:
         """Liveness and load figures."""
         active = len(self._pool) if self._pool is not None else int(self._shared is not None)
-        return {"status": "draining" if self._draining else "ok", "shape": self.shape,
+        status = "failed" if self.failed is not None else "draining" if self._draining else "ok"
+        return {"status": status, "shape": self.shape,
                 "durability": self.durability, "sessions_store": self.sessions.name,
-                "active_sessions": active, "running_turns": len(self._tasks), "draining": self._draining}
+                "active_sessions": active, "running_turns": len(self._tasks), "draining": self._draining,
+                "failed": self.failed}
 
     # ------------------------------------------------------------------ shutdown
 

@@ -207,7 +207,12 @@ class SessionTurns:
             await self._checkpoint(state)
         except Exception as exc:
             state.failure = exc
-            state.agent.cancel()
+            if state.agent.cancel():
+                # the run is usually this very task: take the cancellation here, inside the run,
+                # where the loop ends the run "cancelled". Left pending, it would cancel the host's
+                # own task once the run returned, and the caller would get a cancellation instead
+                # of this error.
+                await asyncio.sleep(0)
             raise
 
     async def _checkpoint(self, state: TurnState) -> None:

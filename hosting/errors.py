@@ -9,7 +9,8 @@
         │   ├── SessionBusyError         a second turn of a session while one runs (``refuse``)
         │   ├── NotAwaitingError         a decision for a session that is not paused on a question
         │   ├── AwaitingDecisionError    a message for a session that is paused on a question
-        │   └── HostShuttingDownError    the host is draining after SIGTERM
+        │   ├── HostShuttingDownError    the host is draining after SIGTERM
+        │   └── HostFailedError          a store failed and could not be reopened: the host exits to be restarted
         └── HostClientError              the host's API answered with an error or could not be reached
             └── HostAuthError            the host wants a (different) bearer token
 """
@@ -86,6 +87,13 @@ class HostShuttingDownError(TurnRefusedError):
     """The host received SIGTERM and takes no new turns."""
 
     code = "shutting_down"
+    http_status = 503
+
+
+class HostFailedError(TurnRefusedError):
+    """A store failed and could not be reopened; the host is exiting (non-zero) so a supervisor restarts it."""
+
+    code = "host_failed"
     http_status = 503
 
 

@@ -354,6 +354,11 @@ class Store:
             self._writer.flush()
 
     @property
+    def write_failure(self) -> BaseException | None:
+        """The error that stopped the writer (every later write fails with it), or None."""
+        return self._writer.failure if self._writer is not None else None
+
+    @property
     def writer_stats(self) -> dict[str, int]:
         """The writer's counters (batches, bundles, rows per table); empty when read-only."""
         return self._writer.stats if self._writer is not None else {}

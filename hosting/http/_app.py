@@ -155,11 +155,13 @@ def create_app(
         return store
 
     @app.get("/v1/health", response_model=HealthReply, tags=["host"], summary="Liveness and load")
-    async def health() -> dict[str, Any]:
+    async def health() -> Any:
         if host is None:
             return {"status": "ok", "shape": "none", "durability": "-", "sessions_store": "-",
                     "active_sessions": 0, "running_turns": 0, "draining": False}
-        return host.health()
+        figures = host.health()
+        # a failed host says so with a 503 (a load balancer takes it out; it exits to be restarted)
+        return JSONResponse(figures, status_code=503) if figures["status"] == "failed" else figures
 
     guard = bearer_guard(token)
     app.include_router(recordings_router(get_recordings), dependencies=guard)

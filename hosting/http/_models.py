@@ -89,3 +89,4 @@ class HealthReply(BaseModel):
     active_sessions: int
     running_turns: int
     draining: bool
+    failed: str | None = None  # why the host is exiting to be restarted

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 
 from tracer import RedactionPolicy
 
+from ..errors import SessionStoreError
 from ._envelope import Envelope, SessionSummary
 
 
@@ -53,6 +54,15 @@ class SessionStore(ABC):
     @abstractmethod
     async def list(self, *, limit: int = 1000, offset: int = 0) -> list[SessionSummary]:
         """Sessions, most recently updated first."""
+
+    @property
+    def healthy(self) -> bool:
+        """False once the store failed in a way only :meth:`reopen` can mend."""
+        return True
+
+    async def reopen(self) -> None:
+        """Open the store's database again after a fatal error (:class:`SessionStoreError` when it cannot)."""
+        raise SessionStoreError(f"the {self.name} session store cannot be reopened")
 
     async def flush(self) -> None:  # noqa: B027 - only stores that write in the background need it
         """Return once every save made so far is committed."""

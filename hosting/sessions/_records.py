@@ -191,7 +191,7 @@ class RecordSessions(SessionStore):
         """The credential masking applied to everything kept."""
         return self.persistence.policy
 
-    @property
+    @property  # type: ignore[override]
     def healthy(self) -> bool:
         """False once the database failed in a way only reopening it can mend."""
         return bool(getattr(self.persistence, "healthy", True))
