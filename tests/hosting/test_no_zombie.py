@@ -20,7 +20,7 @@ def _break(sessions: DuckDBSessions) -> None:
     """What a fatal DuckDB error leaves: the connection unusable for every later statement."""
     persistence = sessions.persistence
     assert isinstance(persistence, DuckDBPersistence)
-    persistence._con.close()  # noqa: SLF001 - the fault being injected
+    persistence._con.close()  # the fault being injected
 
 
 async def test_a_broken_session_file_is_reopened_and_only_the_failed_turn_fails(tmp_path: Path) -> None:
