@@ -59,13 +59,16 @@ def _agent_builder(spec: str) -> tuple[Callable[[Recorder], Agent], str]:
     return (lambda recorder: factory(recorder=recorder)), spec
 
 
-def _sessions_store(spec: str, store: Store) -> SessionStore:
+def _sessions_store(spec: str, store: Store, schema: str = "public") -> SessionStore:
     if spec == "duckdb":
         return DuckDBSessions(store)
     if spec == "memory":
         return InMemorySessions()
     if spec.startswith(("postgresql://", "postgres://")) or "dbname=" in spec:
-        return PostgresSessions(spec)
+        try:
+            return PostgresSessions(spec, schema=schema)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--sessions-schema") from None
     if Path(spec).resolve() == Path(store.path).resolve():
         return DuckDBSessions(store)
     return DuckDBSessions(path=spec)
@@ -85,6 +88,8 @@ def _sessions_store(spec: str, store: Store) -> SessionStore:
               help="pooled: one agent instance per active session, sessions in parallel; shared: one instance.")
 @click.option("--sessions", "sessions_spec", default="duckdb", show_default=True,
               help="Where sessions live: duckdb (in --db), memory, another DuckDB file, or a postgresql:// DSN.")
+@click.option("--sessions-schema", default="public", show_default=True,
+              help="The PostgreSQL schema of the session tables (with a postgresql:// --sessions).")
 @click.option("--max-active-sessions", default=100, show_default=True, type=click.IntRange(1),
               help="Idle agent instances kept (pooled shape).")
 @click.option("--on-concurrent", type=click.Choice(["refuse", "enqueue"]), default="refuse", show_default=True,
@@ -103,8 +108,8 @@ def _sessions_store(spec: str, store: Store) -> SessionStore:
                    "events), stored beside --sessions; unfinished ones continue after a restart.")
 def serve_command(
     db: str, bind: str, port: int, token: str | None, durability: str, agent_spec: str, shape: str,
-    sessions_spec: str, max_active_sessions: int, on_concurrent: str, grace: float, host_id: str | None,
-    with_gateway: bool, agents_seed: str | None, agents_store: str, durable: bool,
+    sessions_spec: str, sessions_schema: str, max_active_sessions: int, on_concurrent: str, grace: float,
+    host_id: str | None, with_gateway: bool, agents_seed: str | None, agents_store: str, durable: bool,
 ) -> None:
     """Start the standing-agent host: sessions, turns over HTTP, and the read API for recordings.
 
@@ -118,7 +123,7 @@ def serve_command(
     store = Store.open(db)
     try:
         recorder = Recorder(store, durability=Durability(durability))
-        sessions = _sessions_store(sessions_spec, store)
+        sessions = _sessions_store(sessions_spec, store, sessions_schema)
         if shape == "shared":
             host = StandingAgent(agent=build(recorder), sessions=sessions, durability=durability,
                                  on_concurrent_invoke=on_concurrent, recordings=store, close_sessions=True,

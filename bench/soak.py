@@ -1,0 +1,281 @@
+"""Soak: long sessions of big turns on the host, as a new user runs it (`footprint serve`).
+
+    .venv/bin/python bench/soak.py                          # 8 sessions x 1,000 turns, each store
+    .venv/bin/python bench/soak.py --sessions 4 --turns 300 # smaller, on a busy machine
+    .venv/bin/python bench/soak.py --stores duckdb-sync     # one store only
+
+For each store — DuckDB in the recordings file under ``--durability sync``, the same under
+``exit``, then PostgreSQL (127.0.0.1:5432, a schema of its own, dropped afterwards) — it starts
+`footprint serve` with the soak agent (tests/hosting/soakkit.py: a test model, a tool call in a
+third of the turns, messages of 1-4 KB) and has ``--sessions`` clients each send ``--turns``
+turns one after another, all sessions at once. It prints, per store:
+
+* turns per second over the first and the last 10% of the turns (target: last >= 0.8 x first);
+* the host's RSS at 10% of the turns and at the end (target: end <= 1.2 x at 10%);
+* stored bytes per turn in the first and the last 10% of each session's turns, read back from
+  the session records after the host stopped (target: flat, not growing with the session);
+* failed requests (target: 0), and whether every answered turn was stored, once.
+
+Figures are ratios within one run (the machine may be shared); the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx2 as httpx  # noqa: E402
+
+from tests.hosting.soakkit import message  # noqa: E402
+
+FOOTPRINT = Path(sys.executable).parent / "footprint"
+PG_DSNS = ("postgresql://postgres@127.0.0.1:5432/test", "postgresql://root@127.0.0.1:5432/test")
+STORES = ("duckdb-sync", "duckdb-exit", "postgresql")
+
+
+@dataclass
+class Outcome:
+    """What one store's soak measured."""
+
+    store: str
+    turns: int = 0
+    failed: list[str] = field(default_factory=list)
+    done_at: list[float] = field(default_factory=list)  # when each answered turn came back
+    rss_at_10: int = 0
+    rss_end: int = 0
+    bytes_first: float = 0.0
+    bytes_last: float = 0.0
+    stored_ok: bool = False
+    stored_note: str = ""
+    seconds: float = 0.0
+
+
+def _rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _postgres_dsn() -> str | None:
+    import psycopg
+
+    for dsn in PG_DSNS:
+        try:
+            with psycopg.connect(dsn, connect_timeout=3) as con:
+                con.execute("SELECT 1")
+            return dsn
+        except psycopg.Error:
+            continue
+    return None
+
+
+def _start(db: Path, durability: str, sessions: str, schema: str) -> tuple[subprocess.Popen[str], str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("OPENAI_API_KEY", None)
+    proc = subprocess.Popen(
+        [str(FOOTPRINT), "serve", "--db", str(db), "--port", "0", "--durability", durability,
+         "--sessions", sessions, *(["--sessions-schema", schema] if schema else []),
+         "--agent", "tests.hosting.soakkit:soak_agent", "--max-active-sessions", "16"],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT,
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line and proc.poll() is not None:
+            raise RuntimeError(f"footprint serve exited with {proc.returncode}")
+        found = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        if found:
+            return proc, f"http://127.0.0.1:{found.group(1)}"
+    proc.kill()
+    raise RuntimeError("footprint serve did not start")
+
+
+async def _drive(url: str, pid: int, sessions: int, turns: int, outcome: Outcome, prefix: str) -> None:
+    total = sessions * turns
+    tenth = max(1, total // 10)
+    limits = httpx.Limits(max_connections=sessions + 2, max_keepalive_connections=sessions + 2)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+        async def session(n: int) -> None:
+            for t in range(turns):
+                try:
+                    reply = await client.post("/v1/turns", json={"message": message(n, t),
+                                                                 "session_id": f"{prefix}{n}"})
+                    body = reply.json()
+                    if reply.status_code != 200 or body.get("status") != "answered":
+                        outcome.failed.append(f"session {n} turn {t}: {reply.status_code} {reply.text[:200]}")
+                        continue
+                except (httpx.HTTPError, ValueError) as exc:
+                    outcome.failed.append(f"session {n} turn {t}: {type(exc).__name__}: {exc}")
+                    continue
+                outcome.done_at.append(time.perf_counter())
+                if len(outcome.done_at) == tenth:
+                    outcome.rss_at_10 = _rss(pid)
+
+        started = time.perf_counter()
+        outcome.done_at.append(started)  # the clock's start (removed below)
+        await asyncio.gather(*(session(n) for n in range(sessions)))
+        outcome.seconds = time.perf_counter() - started
+        outcome.rss_end = _rss(pid)
+        outcome.done_at.pop(0)
+        outcome.turns = len(outcome.done_at)
+
+
+def _records_duckdb(db: Path) -> list[tuple[str, int, str, int]]:
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return [(r[0], int(r[1]), r[2], int(r[3])) for r in con.execute(
+            "SELECT session_id, seq, kind, strlen(body) FROM fp_session_record ORDER BY session_id, seq").fetchall()]
+    finally:
+        con.close()
+
+
+def _records_postgres(dsn: str, schema: str) -> list[tuple[str, int, str, int]]:
+    import psycopg
+
+    with psycopg.connect(dsn) as con:
+        rows = con.execute(f"SELECT session_id, seq, kind, octet_length(body) FROM {schema}.fp_session_record "
+                           f"ORDER BY session_id, seq").fetchall()
+    return [(r[0], int(r[1]), r[2], int(r[3])) for r in rows]
+
+
+def _per_turn_bytes(records: list[tuple[str, int, str, int]], sessions: int, turns: int,
+                    prefix: str, outcome: Outcome) -> None:
+    """Bytes each turn added to its session's records (a turn starts at its user message)."""
+    by_session: dict[str, list[int]] = {}
+    users: dict[str, int] = {}
+    for sid, _, kind, size in records:
+        turns_of = by_session.setdefault(sid, [])
+        if kind == "user" or not turns_of:
+            turns_of.append(0)
+            users[sid] = users.get(sid, 0) + (kind == "user")
+        turns_of[-1] += size
+    tenth = max(1, turns // 10)
+    first = [b for t in by_session.values() for b in t[:tenth]]
+    last = [b for t in by_session.values() for b in t[-tenth:]]
+    outcome.bytes_first = sum(first) / max(1, len(first))
+    outcome.bytes_last = sum(last) / max(1, len(last))
+    expected = {f"{prefix}{n}" for n in range(sessions)}
+    answered = outcome.turns
+    stored = sum(users.get(s, 0) for s in expected)
+    outcome.stored_ok = stored == answered and set(by_session) == expected
+    outcome.stored_note = f"{stored} user messages stored for {answered} answered turns"
+
+
+async def soak(store: str, sessions: int, turns: int, workdir: Path) -> Outcome:
+    """Run the soak against one store; its figures."""
+    outcome = Outcome(store)
+    db = workdir / f"{store}.duckdb"
+    prefix = f"soak-{uuid.uuid4().hex[:6]}-"
+    schema = ""
+    dsn = None
+    if store == "postgresql":
+        dsn = _postgres_dsn()
+        if dsn is None:
+            outcome.stored_note = "skipped: no PostgreSQL server on 127.0.0.1:5432"
+            return outcome
+        schema = f"fp_soak_{uuid.uuid4().hex[:10]}"
+        sessions_spec = dsn
+    else:
+        sessions_spec = "duckdb"
+    durability = "exit" if store == "duckdb-exit" else "sync"
+    proc, url = _start(db, durability, sessions_spec, schema)
+    try:
+        await _drive(url, proc.pid, sessions, turns, outcome, prefix)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    if dsn is not None:
+        records = _records_postgres(dsn, schema)
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as con:
+            con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    else:
+        records = _records_duckdb(db)
+    _per_turn_bytes(records, sessions, turns, prefix, outcome)
+    return outcome
+
+
+def _rate(times: list[float], part: slice) -> float:
+    window = sorted(times)[part]
+    if len(window) < 2:
+        return 0.0
+    return (len(window) - 1) / max(1e-9, window[-1] - window[0])
+
+
+def report(o: Outcome) -> dict[str, Any]:
+    """One store's line of figures, and whether each target was met."""
+    n = len(o.done_at)
+    tenth = max(2, n // 10)
+    first, last = _rate(o.done_at, slice(0, tenth)), _rate(o.done_at, slice(n - tenth, n))
+    return {
+        "store": o.store, "answered": o.turns, "failed": len(o.failed), "seconds": round(o.seconds, 1),
+        "turns_per_s_first_10pct": round(first, 1), "turns_per_s_last_10pct": round(last, 1),
+        "throughput_ratio": round(last / first, 2) if first else None,
+        "rss_mb_at_10pct": round(o.rss_at_10 / 2**20, 1), "rss_mb_end": round(o.rss_end / 2**20, 1),
+        "rss_ratio": round(o.rss_end / o.rss_at_10, 2) if o.rss_at_10 else None,
+        "stored_bytes_per_turn_first_10pct": round(o.bytes_first), "stored_bytes_per_turn_last_10pct": round(o.bytes_last),
+        "bytes_ratio": round(o.bytes_last / o.bytes_first, 2) if o.bytes_first else None,
+        "every_answered_turn_stored_once": o.stored_ok, "stored": o.stored_note,
+        "first_failures": o.failed[:3],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=8, help="sessions at once (default 8)")
+    parser.add_argument("--turns", type=int, default=1000, help="turns per session (default 1000)")
+    parser.add_argument("--stores", default=",".join(STORES), help=f"comma-separated, of {', '.join(STORES)}")
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+    args = parser.parse_args()
+    stores = [s.strip() for s in args.stores.split(",") if s.strip()]
+    unknown = set(stores) - set(STORES)
+    if unknown:
+        parser.error(f"unknown store(s) {', '.join(sorted(unknown))}; choose from {', '.join(STORES)}")
+    load_before = os.getloadavg()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="footprint-soak-") as tmp:
+        for store in stores:
+            outcome = asyncio.run(soak(store, args.sessions, args.turns, Path(tmp)))
+            results.append(report(outcome))
+            if not args.json:
+                r = results[-1]
+                print(f"{store}: {r['answered']} answered, {r['failed']} failed in {r['seconds']} s; "
+                      f"turns/s first 10% {r['turns_per_s_first_10pct']}, last 10% {r['turns_per_s_last_10pct']} "
+                      f"(ratio {r['throughput_ratio']}, target >= 0.8); RSS {r['rss_mb_at_10pct']} MB at 10%, "
+                      f"{r['rss_mb_end']} MB at the end (ratio {r['rss_ratio']}, target <= 1.2); stored bytes/turn "
+                      f"{r['stored_bytes_per_turn_first_10pct']} first 10%, {r['stored_bytes_per_turn_last_10pct']} "
+                      f"last 10% (ratio {r['bytes_ratio']}, target flat); {r['stored']}", flush=True)
+                for failure in r["first_failures"]:
+                    print(f"  failed: {failure}", flush=True)
+    summary = {"sessions": args.sessions, "turns": args.turns, "load_average_before": load_before,
+               "load_average_after": os.getloadavg(), "results": results}
+    print(json.dumps(summary, indent=None if not args.json else 2))
+    return 0 if all(r["failed"] == 0 and r["every_answered_turn_stored_once"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
