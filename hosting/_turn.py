@@ -8,7 +8,10 @@ The durability dial decides when the session is persisted:
           tool call finishes (its result, kept beside the conversation until its batch joins) and
           after each tool batch. A crash loses at most the step in flight, and the next request
           for the session finishes the interrupted turn first (see :mod:`hosting._recovery`):
-          tool results already persisted are served, only the missing calls run.
+          tool results already persisted are served; of the missing calls only durable tools run.
+
+Either way a turn's reply is sent only once the turn is committed, and a save appends only what
+the turn added (see :mod:`hosting.sessions._records`).
 
 The hooks below are merged into every agent instance the host runs; they find the turn by the
 run's session id, so anonymous runs and runs outside the host are untouched.
@@ -171,16 +174,14 @@ class SessionTurns:
         return envelope, reply
 
     async def persist(self, state: TurnState, envelope: Envelope, reply: TurnReply) -> TurnReply:
-        """Save the captured envelope against the latest version this turn saved.
-
-        Under ``exit`` the store may reply before its commit (as the recorder does under
-        ``exit``); under ``sync`` the reply waits for it.
-        """
+        """Save the captured envelope against the latest version this turn saved; returns once it
+        is committed, under either durability (a reply is never sent for a turn not stored)."""
         async with state.save_lock:
             # awaited directly: this runs in the host's own task, after the run, so no shutdown
             # cancels it midway (a sync checkpoint inside the run can be: see _save)
-            state.envelope = await self.sessions.save(envelope.replace(version=state.envelope.version),
-                                                      durable=self.sync)
+            latest = state.envelope
+            state.envelope = await self.sessions.save(
+                envelope.replace(version=latest.version, stored=latest.held() if latest.version else ()))
         return reply
 
     # ------------------------------------------------------------------ sync checkpoints
@@ -224,8 +225,8 @@ class SessionTurns:
             )
             await self._save(state, envelope)
 
-    async def _save(self, state: TurnState, envelope: Envelope, *, durable: bool = True) -> None:
-        save = asyncio.ensure_future(self.sessions.save(envelope, durable=durable))
+    async def _save(self, state: TurnState, envelope: Envelope) -> None:
+        save = asyncio.ensure_future(self.sessions.save(envelope))
         try:
             state.envelope = await asyncio.shield(save)
         except asyncio.CancelledError:

@@ -41,10 +41,10 @@ class SessionStore(ABC):
     async def save(self, envelope: Envelope, *, durable: bool = True) -> Envelope:
         """Store ``envelope`` if the stored version still equals ``envelope.version`` (0: absent).
 
-        Returns the stored envelope (version + 1, ``updated_at`` now); raises
-        :class:`VersionConflictError` and writes nothing otherwise. With ``durable=False`` an
-        unshared store may return before the write is committed (``exit`` durability): this
-        process reads its own write at once, and :meth:`flush` waits for the commit.
+        Returns the stored envelope (version + 1, ``updated_at`` now) once it is committed;
+        raises :class:`VersionConflictError` and writes nothing otherwise. ``durable`` is kept
+        for compatibility: every save is committed before it returns, so a reply is never sent
+        for a turn that is not stored.
         """
 
     @abstractmethod

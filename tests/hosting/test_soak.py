@@ -1,4 +1,4 @@
-"""The soak, CI-sized: 2 sessions x 300 turns of 2 KB on the embedded default (DuckDB, in the
+"""The soak, CI-sized: 2 sessions x 200 turns of 2 KB on the embedded default (DuckDB, in the
 recordings file, ``sync``), a tool call in every third turn.
 
 Every turn is answered, every answered turn is stored (read back from the file after the host
@@ -16,7 +16,7 @@ from hosting import DuckDBSessions, standing_agent
 from tests.hosting.soakkit import message, soak_agent
 from tracer import Recorder, Store
 
-SESSIONS, TURNS, SIZE = 2, 300, 2048
+SESSIONS, TURNS, SIZE = 2, 200, 2048
 
 
 def _file_bytes(path: Path) -> int:
@@ -55,7 +55,7 @@ async def test_long_sessions_of_big_turns_are_all_answered_stored_and_grow_linea
         for turn in range(TURNS):
             outcomes = await asyncio.gather(*(session(n, turn) for n in range(SESSIONS)), return_exceptions=True)
             failed.extend(f"turn {turn}: {o!r}" for o in outcomes if isinstance(o, BaseException))
-            if turn % 30 == 29:
+            if turn % 20 == 19:
                 await sessions.flush()
                 growth.append(await asyncio.to_thread(_stored_session_bytes, store))
     finally:
