@@ -85,13 +85,13 @@ def _postgres_dsn() -> str | None:
     return None
 
 
-def _start(db: Path, durability: str, sessions: str, schema: str) -> tuple[subprocess.Popen[str], str]:
+def _start(db: Path, durability: str, sessions: str, schema: str, agent: str) -> tuple[subprocess.Popen[str], str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("OPENAI_API_KEY", None)
     proc = subprocess.Popen(
         [str(FOOTPRINT), "serve", "--db", str(db), "--port", "0", "--durability", durability,
          "--sessions", sessions, *(["--sessions-schema", schema] if schema else []),
-         "--agent", "tests.hosting.soakkit:soak_agent", "--max-active-sessions", "16"],
+         "--agent", agent, "--max-active-sessions", "16"],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT,
     )
     assert proc.stderr is not None
@@ -180,7 +180,7 @@ def _per_turn_bytes(records: list[tuple[str, int, str, int]], sessions: int, tur
     outcome.stored_note = f"{stored} user messages stored for {answered} answered turns"
 
 
-async def soak(store: str, sessions: int, turns: int, workdir: Path) -> Outcome:
+async def soak(store: str, sessions: int, turns: int, workdir: Path, *, recorded: bool = True) -> Outcome:
     """Run the soak against one store; its figures."""
     outcome = Outcome(store)
     db = workdir / f"{store}.duckdb"
@@ -197,7 +197,8 @@ async def soak(store: str, sessions: int, turns: int, workdir: Path) -> Outcome:
     else:
         sessions_spec = "duckdb"
     durability = "exit" if store == "duckdb-exit" else "sync"
-    proc, url = _start(db, durability, sessions_spec, schema)
+    agent = "tests.hosting.soakkit:" + ("soak_agent" if recorded else "soak_agent_unrecorded")
+    proc, url = _start(db, durability, sessions_spec, schema, agent)
     try:
         await _drive(url, proc.pid, sessions, turns, outcome, prefix)
     finally:
@@ -249,6 +250,8 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=8, help="sessions at once (default 8)")
     parser.add_argument("--turns", type=int, default=1000, help="turns per session (default 1000)")
     parser.add_argument("--stores", default=",".join(STORES), help=f"comma-separated, of {', '.join(STORES)}")
+    parser.add_argument("--unrecorded", action="store_true",
+                        help="the agent records no runs (what the session store costs without the recorder)")
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
     stores = [s.strip() for s in args.stores.split(",") if s.strip()]
@@ -259,7 +262,7 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="footprint-soak-") as tmp:
         for store in stores:
-            outcome = asyncio.run(soak(store, args.sessions, args.turns, Path(tmp)))
+            outcome = asyncio.run(soak(store, args.sessions, args.turns, Path(tmp), recorded=not args.unrecorded))
             results.append(report(outcome))
             if not args.json:
                 r = results[-1]
@@ -271,7 +274,8 @@ def main() -> int:
                       f"last 10% (ratio {r['bytes_ratio']}, target flat); {r['stored']}", flush=True)
                 for failure in r["first_failures"]:
                     print(f"  failed: {failure}", flush=True)
-    summary = {"sessions": args.sessions, "turns": args.turns, "load_average_before": load_before,
+    summary = {"sessions": args.sessions, "turns": args.turns, "recorded": not args.unrecorded,
+               "load_average_before": load_before,
                "load_average_after": os.getloadavg(), "results": results}
     print(json.dumps(summary, indent=None if not args.json else 2))
     return 0 if all(r["failed"] == 0 and r["every_answered_turn_stored_once"] for r in results) else 1

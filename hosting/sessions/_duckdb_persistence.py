@@ -235,11 +235,13 @@ class DuckDBPersistence(StoredPersistence):
 
     # ------------------------------------------------------------------ reading
 
-    async def read(self, session_id: str, *, records: bool = True, prefix: str | None = "") -> StoredSession:
-        """The session's head, records and values under ``prefix``."""
-        return await self._run(self._read_session, session_id, records, prefix, read=True)
+    async def read(
+        self, session_id: str, *, records: bool = True, prefix: str | None = "", after_seq: int = 0
+    ) -> StoredSession:
+        """The session's head, records above ``after_seq`` and values under ``prefix``."""
+        return await self._run(self._read_session, session_id, records, prefix, after_seq, read=True)
 
-    def _read_session(self, session_id: str, records: bool, prefix: str | None) -> StoredSession:
+    def _read_session(self, session_id: str, records: bool, prefix: str | None, after_seq: int) -> StoredSession:
         # fetchall, not fetchone: a result left unread keeps its transaction open (and blocks CHECKPOINT)
         con = self._reader
         con.execute("BEGIN TRANSACTION")  # the three reads see one state
@@ -254,7 +256,8 @@ class DuckDBPersistence(StoredPersistence):
             values: list[tuple[str, str]] = []
             if head is not None and records:
                 found = [(int(r[0]), r[1], r[2]) for r in con.execute(
-                    f"SELECT seq, kind, body FROM {self._record} WHERE session_id = ? ORDER BY seq", [session_id],
+                    f"SELECT seq, kind, body FROM {self._record} WHERE session_id = ? AND seq > ? ORDER BY seq",
+                    [session_id, after_seq],
                 ).fetchall()]
             if head is not None and prefix is not None:
                 values = [(r[0], r[1]) for r in con.execute(

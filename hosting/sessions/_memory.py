@@ -43,12 +43,14 @@ class MemoryTables(StoredPersistence):
             self._heads[head.session_id] = head
         return plan.conflicts
 
-    async def read(self, session_id: str, *, records: bool = True, prefix: str | None = "") -> StoredSession:
-        """The session's head, records and values under ``prefix``."""
+    async def read(
+        self, session_id: str, *, records: bool = True, prefix: str | None = "", after_seq: int = 0
+    ) -> StoredSession:
+        """The session's head, records above ``after_seq`` and values under ``prefix``."""
         head = self._heads.get(session_id)
         if head is None:
             return StoredSession(None, [], [])
-        found = list(self._records.get(session_id, [])) if records else []
+        found = [r for r in self._records.get(session_id, []) if r[0] > after_seq] if records else []
         values = [] if prefix is None else [
             (k, v) for k, v in self._values.get(session_id, {}).items() if k.startswith(prefix)
         ]

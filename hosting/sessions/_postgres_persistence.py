@@ -209,8 +209,10 @@ class PostgresPersistence(StoredPersistence):
 
     # ------------------------------------------------------------------ reading
 
-    async def read(self, session_id: str, *, records: bool = True, prefix: str | None = "") -> StoredSession:
-        """The session's head, records and values under ``prefix``, read in one snapshot."""
+    async def read(
+        self, session_id: str, *, records: bool = True, prefix: str | None = "", after_seq: int = 0
+    ) -> StoredSession:
+        """The session's head, records above ``after_seq`` and values under ``prefix``, read in one snapshot."""
         async with self._connection() as con, con.transaction():
             await con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             cur = await con.execute(sql.SQL(
@@ -224,8 +226,8 @@ class PostgresPersistence(StoredPersistence):
             values: list[tuple[str, str]] = []
             if records:
                 cur = await con.execute(sql.SQL(
-                    "SELECT seq, kind, body FROM {} WHERE session_id = %s ORDER BY seq"
-                ).format(self._record), [session_id])
+                    "SELECT seq, kind, body FROM {} WHERE session_id = %s AND seq > %s ORDER BY seq"
+                ).format(self._record), [session_id, after_seq])
                 found = [(int(r[0]), r[1], r[2]) for r in await cur.fetchall()]
             if prefix is not None:
                 cur = await con.execute(sql.SQL(

@@ -93,8 +93,11 @@ def envelope_writes(
     return writes, saved
 
 
-def envelope_from(session_id: str, stored: StoredSession) -> Envelope | None:
-    """The envelope stored records and values make; None when the host never saved the session."""
+def envelope_from(session_id: str, stored: StoredSession, base: Sequence[ContextItem] = ()) -> Envelope | None:
+    """The envelope stored records and values make; None when the host never saved the session.
+
+    ``base``: the messages the records before ``stored.records`` made (an incremental read).
+    """
     head = stored.head
     if head is None:
         return None
@@ -123,7 +126,7 @@ def envelope_from(session_id: str, stored: StoredSession) -> Envelope | None:
     if (pause is not None and not isinstance(pause, dict)) or (turn is not None and not isinstance(turn, dict)) \
             or not isinstance(results, dict):
         raise UnreadableEnvelopeError(session_id, "its paused run, turn marker or tool results are malformed")
-    messages: list[ContextItem] = []
+    messages: list[ContextItem] = list(base)
     for seq, kind, body in stored.records:
         try:
             data_body = json.loads(body)
@@ -174,17 +177,21 @@ def legacy_writes(rows: list[tuple[Any, ...]], policy: RedactionPolicy) -> list[
 class RecordSessions(SessionStore):
     """The host's :class:`SessionStore` on a record store (memory, DuckDB or PostgreSQL).
 
-    ``cache_bytes`` bounds the cache of envelopes this process saved (only for a store with one
-    writer process; 0 turns it off).
+    ``cache_bytes`` bounds the cache of the envelopes this process loaded or saved (0 turns it
+    off). On a store with one writer process (memory, DuckDB) a cached envelope is current by
+    construction. On a shared one (PostgreSQL) a load still asks the database — for the session's
+    head, its small value and only the records numbered after the cached ones — so a long
+    session's next turn reads what other hosts added since, not the whole conversation.
     """
 
     def __init__(self, persistence: StoredPersistence, *, cache_bytes: int = 64 * 1024 * 1024) -> None:
         self.persistence = persistence
         self.shared = persistence.shared
         self.location = persistence.location
-        self._cache: OrderedDict[str, tuple[Envelope, int]] = OrderedDict()
+        # session -> (envelope, its stored size, the number of its last record)
+        self._cache: OrderedDict[str, tuple[Envelope, int, int]] = OrderedDict()
         self._cache_bytes = 0
-        self._cache_limit = 0 if persistence.shared else cache_bytes
+        self._cache_limit = cache_bytes
 
     @property  # type: ignore[override]
     def policy(self) -> RedactionPolicy:
@@ -207,14 +214,14 @@ class RecordSessions(SessionStore):
 
     # ------------------------------------------------------------------ the cache
 
-    def _remember(self, envelope: Envelope, size: int) -> None:
+    def _remember(self, envelope: Envelope, size: int, last_seq: int) -> None:
         self._forget(envelope.session_id)
         if size > self._cache_limit // 4:
             return
-        self._cache[envelope.session_id] = (envelope, size)
+        self._cache[envelope.session_id] = (envelope, size, last_seq)
         self._cache_bytes += size
         while self._cache_bytes > self._cache_limit and self._cache:
-            _, (_, dropped) = self._cache.popitem(last=False)
+            _, (_, dropped, _) = self._cache.popitem(last=False)
             self._cache_bytes -= dropped
 
     def _forget(self, session_id: str) -> None:
@@ -227,13 +234,25 @@ class RecordSessions(SessionStore):
     async def load(self, session_id: str) -> Envelope | None:
         """The session's envelope, or None; :class:`UnreadableEnvelopeError` when it cannot be read."""
         cached = self._cache.get(session_id)
-        if cached is not None:
+        if cached is not None and not self.shared:
             self._cache.move_to_end(session_id)
             return cached[0].copy()
+        if cached is not None:
+            held, size, last_seq = cached
+            stored = await self.persistence.read(session_id, prefix="host.", after_seq=last_seq)
+            head = stored.head
+            if head is not None and head.created_at == held.created_at and head.version >= held.version:
+                # the same session, as cached or with records appended since: read only those
+                envelope = envelope_from(session_id, stored, base=held.held())
+                if envelope is not None:
+                    self._remember(envelope.copy(), size + sum(len(b) for _, _, b in stored.records),
+                                   head.next_seq - 1)
+                return envelope
+            self._forget(session_id)  # deleted, or deleted and created again: read it whole
         stored = await self.persistence.read(session_id, prefix="host.")
         envelope = envelope_from(session_id, stored)
-        if envelope is not None and self._cache_limit:
-            self._remember(envelope.copy(), sum(len(b) for _, _, b in stored.records))
+        if envelope is not None and self._cache_limit and stored.head is not None:
+            self._remember(envelope.copy(), sum(len(b) for _, _, b in stored.records), stored.head.next_seq - 1)
         return envelope
 
     async def save(self, envelope: Envelope, *, durable: bool = True) -> Envelope:
@@ -253,9 +272,14 @@ class RecordSessions(SessionStore):
             raise
         if self._cache_limit:
             previous = self._cache.get(envelope.session_id)
-            size = (previous[1] if previous is not None and envelope.version else 0) + sum(
-                len(body) for _, body in writes.appends)
-            self._remember(saved.copy(), size)
+            added = sum(len(body) for _, body in writes.appends)
+            if not envelope.version:
+                self._remember(saved.copy(), added, len(writes.appends))
+            elif previous is not None and previous[0].version == envelope.version:
+                # the guard held: nobody wrote since, so the new records follow the cached ones
+                self._remember(saved.copy(), previous[1] + added, previous[2] + len(writes.appends))
+            else:
+                self._forget(envelope.session_id)
         return saved
 
     async def _stored_messages(self, envelope: Envelope) -> tuple[ContextItem, ...]:

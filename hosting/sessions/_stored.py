@@ -339,9 +339,11 @@ class StoredPersistence(ABC):
         """Commit ``batch`` in one transaction (see :func:`plan_batch`); the write sets refused by a guard."""
 
     @abstractmethod
-    async def read(self, session_id: str, *, records: bool = True, prefix: str | None = "") -> StoredSession:
-        """The session's head, its records (unless ``records`` is False) and its values under ``prefix``
-        (None: no values)."""
+    async def read(
+        self, session_id: str, *, records: bool = True, prefix: str | None = "", after_seq: int = 0
+    ) -> StoredSession:
+        """The session's head, its records numbered above ``after_seq`` (none when ``records`` is
+        False) and its values under ``prefix`` (None: no values)."""
 
     @abstractmethod
     async def heads(self, *, limit: int, offset: int) -> list[SessionHead]:

@@ -56,3 +56,8 @@ def soak_agent(recorder: Recorder | None = None) -> Agent:
     model = FunctionModel(_answer, name="soak", keep_requests=0)
     return Agent("soak", provider=model, tools=[Tool("lookup", "Look a key up.", LOOKUP, _lookup)],
                  recorder=recorder)
+
+
+def soak_agent_unrecorded(recorder: Recorder | None = None) -> Agent:
+    """The soak's agent recording nothing (to tell the session store's cost from the recorder's)."""
+    return soak_agent(None)

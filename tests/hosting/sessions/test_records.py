@@ -181,3 +181,32 @@ async def test_a_session_file_is_readable_by_its_owner_only(tmp_path: Path) -> N
     await sessions.save(_fresh("a", "hello"))
     await sessions.close()
     assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0
+
+
+async def test_a_shared_store_reads_only_what_other_hosts_appended_since() -> None:
+    dsn = postgres_dsn()
+    if dsn is None:
+        pytest.skip("no PostgreSQL server on 127.0.0.1:5432 (CI starts one)")
+    schema = f"fp_test_{uuid.uuid4().hex[:12]}"
+    one, two = PostgresSessions(dsn, schema=schema), PostgresSessions(dsn, schema=schema)
+    try:
+        envelope = await one.save(_fresh("shared", "hello"))
+        seen = await two.load("shared")  # read whole, then cached
+        assert seen is not None and seen.message_count == 1
+        for n in range(3):  # host one goes on; host two reads only the records added since
+            envelope = await _next(one, envelope, _item(ItemKind.ASSISTANT, f"answer {n}"), _item(ItemKind.USER, f"q{n}"))
+            seen = await two.load("shared")
+            assert seen is not None and seen.version == envelope.version
+            assert list(seen.conversation_obj().messages) == list(envelope.conversation_obj().messages)
+        seen = await _next(two, seen, _item(ItemKind.ASSISTANT, "from two"))  # and writes on top of it
+        back = await one.load("shared")
+        assert back is not None and back.conversation_obj().messages[-1].item.text == "from two"
+        await one.delete("shared")
+        await one.save(_fresh("shared", "a new one"))  # deleted and made again: read whole
+        again = await two.load("shared")
+        assert again is not None and [m.item.text for m in again.conversation_obj().messages] == ["a new one"]
+    finally:
+        await one.close()
+        await two.close()
+        with psycopg.connect(dsn, autocommit=True) as con:
+            con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
