@@ -104,7 +104,7 @@ def _swallow(fn) -> None:  # type: ignore[no-untyped-def]
         pass  # the host died under this request: that is the point
 
 
-KILLS, SESSIONS, TURNS = 20, 2, 24
+KILLS, SESSIONS, TURNS = 20, 2, 80
 
 
 def _acked(directory: Path) -> set[tuple[int, int]]:
@@ -138,7 +138,7 @@ def test_twenty_sigkills_mid_turn_lose_double_and_rerun_nothing(tmp_path: Path) 
                 if os.waitpid(pid, os.WNOHANG) != (0, 0):
                     raise AssertionError(f"the host exited early: {(tmp_path / 'child-error').read_text()}")
                 time.sleep(0.005)
-            time.sleep(rng.random() * 0.08)  # somewhere inside the next turns
+            time.sleep(rng.random() * 0.04)  # somewhere inside the next turns
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             kills += 1
