@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test docs screenshots bench clean
+.PHONY: demo test docs docs-check screenshots bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "footprint needs Python 3.11 or newer (found " + sys.version.split()[0] + ")")'
@@ -25,7 +25,14 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/ruff check tracer agent hosting explorer tests bench
 	$(BIN)/mypy
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .site-check && rm -rf .site-check
+	@$(MAKE) --no-print-directory docs-check
+
+# The site built strictly into a scratch directory (make test runs it). Not --quiet: that drops the
+# warnings, and with them what --strict fails on (a broken link, a page left out of the nav).
+docs-check: $(STAMP)
+	@NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .site-check >.site-check.log 2>&1 \
+		|| { cat .site-check.log; rm -rf .site-check .site-check.log; exit 1; }
+	@rm -rf .site-check .site-check.log && echo "docs: built strictly"
 
 # The guide as a website in site/ (open site/index.html); strict: a broken link or page fails it.
 docs: $(STAMP)
