@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 
+from ._redaction import MASK
 from .errors import NotAStoreError, StoreLockedError
 
 #: The storage format new store files are written in. DuckDB 2.0 writes files only 2.0 can open
@@ -53,7 +54,8 @@ def locked_message(path: str, duckdb_error: str, *, read_only: bool) -> str:
     match = _HOLDER.search(duckdb_error)
     pid = int(match["pid"]) if match else None
     command = _command_line(pid) if pid is not None else None
-    who = f"process {pid}: {command or match['program']}" if match else "unknown"
+    shown = command if command is None or len(command) <= 120 else command[:119] + "…"
+    who = f"process {pid}: {shown or match['program']}" if match else "unknown"
     wanted = "read" if read_only else "write"
     advice = _advice(command or "", read_only=read_only)
     return f"cannot {wanted} {path}: another process holds it ({who}); {advice}"
@@ -69,16 +71,47 @@ def _command_line(pid: int) -> str | None:
         words = words[1:]  # `python -m ...` or `python script.py`: the script says more than the interpreter
     if words:
         words[0] = Path(words[0]).name
-    line = " ".join(words)
-    return line if len(line) <= 120 else line[:119] + "…"
+    return " ".join(_masked_arguments(words))
+
+
+#: Flags whose value is a secret: ``--token x``, ``--api-key=x``, ``--password x``, ...
+_SECRET_FLAG = re.compile(r"^--?[\w-]*(token|key|secret|password|passwd|auth|credential)[\w-]*$", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://[^:/@\s]*):[^@/\s]*@", re.IGNORECASE)
+
+
+def _masked_arguments(words: list[str]) -> list[str]:
+    """A command line as it may be shown to anyone: secret flag values and URL passwords masked.
+
+    The holder's command line reaches an error message (and so a terminal, a log, a CI page): a
+    host started with ``--token`` must not hand its token to whoever runs ``footprint runs``.
+    """
+    shown: list[str] = []
+    hide_next = False
+    for word in words:
+        if hide_next:
+            shown.append(MASK)
+            hide_next = False
+            continue
+        flag, eq, _ = word.partition("=")
+        if _SECRET_FLAG.match(flag):
+            if eq:
+                shown.append(f"{flag}={MASK}")
+            else:
+                shown.append(word)
+                hide_next = True
+            continue
+        shown.append(_URL_PASSWORD.sub(lambda m: f"{m['scheme']}:{MASK}@", word))
+    return shown
 
 
 def _advice(command: str, *, read_only: bool) -> str:
     words = command.split()
     if "serve" in words or "up" in words:
         port = words[words.index("--port") + 1] if "--port" in words[:-1] else "8080"
+        url = "http://127.0.0.1:PORT (the port it printed)" if port == "0" else f"http://127.0.0.1:{port}"
+        token = " --token TOKEN" if any(_SECRET_FLAG.match(w.partition("=")[0]) for w in words) else ""
         return (f"it is a footprint host, which owns the file while it runs: read through it "
-                f"(footprint explore --host http://127.0.0.1:{port}) or stop it first")
+                f"(footprint explore --host {url}{token}) or stop it first")
     if "explore" in words and not read_only:
         return "it is a footprint explorer reading the file: close it (q) and try again"
     if "explore" in words or "sandbox" in words:

@@ -543,3 +543,32 @@ def _advice_for(command: str, *, read_only: bool) -> str:
     from tracer._lock import _advice
 
     return _advice(command, read_only=read_only)
+
+
+def test_the_lock_message_never_shows_the_holders_secrets(tmp_path: Path) -> None:
+    """A host started with --token (or a DSN with a password) holds the file: the error shown to
+    whoever runs another command names the process but masks its secrets."""
+    from tracer._lock import connect
+    from tracer.errors import StoreLockedError
+
+    path = str(tmp_path / "held.duckdb")
+    script = tmp_path / "fp"
+    script.write_text("import duckdb, os, time\nc = duckdb.connect(os.environ['HELD'])\n"
+                      "print('held', flush=True)\ntime.sleep(60)\n")
+    holder = subprocess.Popen(
+        [sys.executable, str(script), "serve", "--port", "0", "--token", "s3cret-token",
+         "--api-key=k3y-value", "--sessions", "postgresql://user:pa55word@h/t"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "HELD": path})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreLockedError) as caught:
+            connect(path, read_only=True, wait=0.2)
+        said = str(caught.value)
+        assert f"process {holder.pid}" in said
+        for secret in ("s3cret-token", "k3y-value", "pa55word"):
+            assert secret not in said
+        assert "--token [REDACTED]" in said and "user:[REDACTED]@" in said
+        assert "--token TOKEN" in said and "the port it printed" in said
+    finally:
+        holder.kill()
+        holder.wait()
