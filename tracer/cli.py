@@ -141,7 +141,8 @@ def show_command(run: str, team: bool, with_context: bool, db: str, as_json: boo
 
 @click.command("why")
 @click.argument("run")
-@click.option("--item", "item", metavar="ITEM", help="Explain this item (its name or a hash prefix) instead of the answer.")
+@click.option("--item", "item", metavar="ITEM", help="Explain this item (its name or a hash prefix) instead of the answer: the walk back "
+                   "through its origins (an item's chain is a walk, not a ranking).")
 @click.option("--depth", type=click.IntRange(min=1), default=32, show_default=True,
               help="How many origins deep to walk.")
 @click.option("--order", type=click.Choice(["rank", "context"]), default="rank", show_default=True,
@@ -171,7 +172,7 @@ def why_command(run: str, item: str | None, depth: int, order: str, show_all: bo
     if as_json:
         _echo_json({**evidence.to_dict(), "ranked": [r.to_dict() for r in ranked]})
         return
-    if order == "context":
+    if order == "context" or target is not None:
         _echo_lines(why_tree(evidence, run_id, width=_width(), names=names))
         return
     _echo_lines(ranked_lines(ranked, run_id, limit=None if show_all else 15))
@@ -227,7 +228,7 @@ def diff_command(refs: tuple[str, str], stages: bool, db: str, as_json: bool) ->
 def sql_command(query: str, db: str, as_json: bool, width: int) -> None:
     """Run a read-only SQL query against the store's views and print the rows as a table.
 
-    The views: runs, stages, edges, context, outputs, items (see the README's "store" section).
+    The views: runs, stages, edges, context, outputs, items (docs/store.md describes them).
     """
     with reading(db) as store:
         columns, rows = store.read_query(query)

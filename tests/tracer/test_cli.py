@@ -160,6 +160,8 @@ def test_why_json_and_depth(db: str) -> None:
     assert "most likely first" in text and first["name"] in text
     by_name = _invoke("why", second, "--db", db, "--item", first["name"], "--json").output
     assert json.loads(by_name)["root"]["item_hash"] == first["item_hash"]
+    item_text = _invoke("why", second, "--db", db, "--item", first["name"]).output
+    assert first["name"] in item_text and "Berlin" in item_text  # the item's walk, not an empty ranking
 
 
 def test_diff_of_two_runs_and_of_two_stages(db: str) -> None:
