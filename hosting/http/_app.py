@@ -12,7 +12,8 @@
     ...    /v1/durable/...                    durable sessions: steer, send, abort, compact, events (_durable.py)
     /api/agents, /api/memory                  the agents gateway, when given one (see _agents.py)
 
-With a token configured, every other route wants ``Authorization: Bearer <token>``.
+With a token configured, every other route wants ``Authorization: Bearer <token>``, except the
+spec itself (/openapi.json, /docs, /redoc), which describes the API and carries no data.
 """
 
 from __future__ import annotations
