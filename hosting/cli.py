@@ -66,9 +66,11 @@ def _sessions_store(spec: str, store: Store, schema: str = "public") -> SessionS
         return InMemorySessions()
     if spec.startswith(("postgresql://", "postgres://")) or "dbname=" in spec:
         try:
-            return PostgresSessions(spec, schema=schema)
+            sessions = PostgresSessions(spec, schema=schema)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--sessions-schema") from None
+        sessions.check_reachable()  # a host that cannot store a turn does not start (SessionStoreError: exit 1)
+        return sessions
     if Path(spec).resolve() == Path(store.path).resolve():
         return DuckDBSessions(store)
     return DuckDBSessions(path=spec)

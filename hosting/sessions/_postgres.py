@@ -35,3 +35,8 @@ class PostgresSessions(RecordSessions):
         """The connection string (with its password: never print it; ``location`` masks it)."""
         assert isinstance(self.persistence, PostgresPersistence)
         return self.persistence.dsn
+
+    def check_reachable(self, timeout: float = 5.0) -> None:
+        """Raise :class:`SessionStoreError` when the server cannot be reached (see ``footprint serve``)."""
+        assert isinstance(self.persistence, PostgresPersistence)
+        self.persistence.check_reachable(timeout)

@@ -64,6 +64,16 @@ class PostgresPersistence(StoredPersistence):
         self._setup_lock = asyncio.Lock()
         self.healthy = True
 
+    def check_reachable(self, timeout: float = 5.0) -> None:
+        """Connect once, synchronously, and raise :class:`SessionStoreError` (password masked) if the
+        server cannot be reached: a host refuses to start on a store it cannot use, instead of
+        starting, reporting healthy, and failing every turn."""
+        try:
+            psycopg.connect(self.dsn, connect_timeout=max(1, round(timeout))).close()
+        except psycopg.Error as exc:
+            raise SessionStoreError(
+                f"cannot reach the PostgreSQL session store {self.location}: {_masked(exc, self.dsn)}") from None
+
     # ------------------------------------------------------------------ connections
 
     @asynccontextmanager

@@ -87,3 +87,13 @@ async def test_a_draining_host_refuses_new_turns_and_lets_running_ones_finish() 
     await closing
     stored = await sessions.load("alice")
     assert stored is not None and stored.status == "answered"
+
+
+def test_serve_refuses_an_unreachable_postgresql_session_store(tmp_path: Path) -> None:
+    """A host that could store no turn does not start (it used to start, report healthy and 503 every
+    turn); the error names the store with its password masked."""
+    result = CliRunner().invoke(cli, ["serve", "--db", str(tmp_path / "s.duckdb"), "--port", "0",
+                                      "--sessions", "postgresql://nobody:hunter2@127.0.0.1:1/x"])
+    assert result.exit_code == 1
+    assert "cannot reach the PostgreSQL session store postgresql://nobody:***@127.0.0.1:1/x" in result.output
+    assert "hunter2" not in result.output
