@@ -21,9 +21,9 @@ Bad input gets a 4xx JSON error naming the field: ``{"error": {"code": "invalid_
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, FastAPI, Request
+from fastapi import APIRouter, Body, FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -189,8 +189,9 @@ def agents_router(gateway: Gateway) -> APIRouter:
         return JSONResponse(record.to_dict(), status_code=201)
 
     @router.get("", response_model=AgentsReply, summary="Stored agents, by name")
-    async def list_agents(limit: int = 1000, offset: int = 0) -> dict[str, Any]:
-        records = await gateway.list(limit=max(1, min(limit, 10_000)), offset=max(0, offset))
+    async def list_agents(limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+                          offset: Annotated[int, Query(ge=0)] = 0) -> dict[str, Any]:
+        records = await gateway.list(limit=limit, offset=offset)
         return {"agents": [r.to_dict() for r in records], "total": await gateway.repository.count()}
 
     @router.post("/resync", response_model=ResyncReply, summary="Reload the default agents file",
@@ -233,9 +234,9 @@ def agents_router(gateway: Gateway) -> APIRouter:
 
     @router.get("/{agent_id}/runs", summary="A stored agent's recent recorded runs, newest first",
                 responses=not_found)
-    async def runs(agent_id: str, limit: int = 50) -> dict[str, Any]:
+    async def runs(agent_id: str, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
         await gateway.get(_checked_id(agent_id))
-        found = await gateway.recent_runs(agent_id, limit=max(1, min(limit, 1000)))
+        found = await gateway.recent_runs(agent_id, limit=limit)
         return {"runs": [run_to_dict(r) for r in found]}
 
     return router

@@ -99,6 +99,10 @@ async def test_bad_requests_on_every_route(client: httpx.AsyncClient) -> None:
     extra = await client.post("/api/agents/research/chat", json={"message": "hi", "agent": "x"})
     assert extra.status_code == 422
     assert (await client.post("/api/agents/select", json={})).status_code == 422
+    for query in ("limit=-1", "limit=0", "offset=-3", "limit=many"):  # refused like the recordings' pages, not clamped
+        page = await client.get(f"/api/agents?{query}")
+        assert page.status_code == 422, (query, page.text)
+    assert (await client.get("/api/agents/research/runs?limit=0")).status_code == 422
 
 
 @pytest.mark.recorded
