@@ -27,7 +27,8 @@ from agent.durable import InferenceSettings
 from agent.durable.errors import CompactionError, SettingsError
 
 from .._durable import DurableHost, DurableSessionError
-from ._models import MAX_MESSAGE_CHARS, SESSION_ID_PATTERN
+from ._models import MAX_MESSAGE_CHARS
+from ._params import SessionId
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -57,7 +58,6 @@ def durable_router(durable: DurableHost) -> APIRouter:
     router = APIRouter(prefix="/v1/durable", tags=["durable sessions"])
 
     async def queue(session_id: str, which: str, body: QueueRequest) -> JSONResponse:
-        check_id(session_id)
         if not body.text.strip():
             raise HTTPException(422, "`text` must not be blank")
         try:
@@ -71,22 +71,20 @@ def durable_router(durable: DurableHost) -> APIRouter:
 
     @router.post("/{session_id}/steer", status_code=202, response_model=QueuedReply,
                  summary="Queue a message that joins after the current response and its tool batch")
-    async def steer(session_id: str, body: QueueRequest) -> JSONResponse:
+    async def steer(session_id: SessionId, body: QueueRequest) -> JSONResponse:
         return await queue(session_id, "steering", body)
 
     @router.post("/{session_id}/send", status_code=202, response_model=QueuedReply,
                  summary="Queue a message that joins once the agent would otherwise stop")
-    async def send(session_id: str, body: QueueRequest) -> JSONResponse:
+    async def send(session_id: SessionId, body: QueueRequest) -> JSONResponse:
         return await queue(session_id, "send", body)
 
     @router.post("/{session_id}/abort", summary="Cancel the active turn; queued messages stay")
-    async def abort(session_id: str) -> dict[str, Any]:
-        check_id(session_id)
+    async def abort(session_id: SessionId) -> dict[str, Any]:
         return {"session_id": session_id, "aborted": await durable.abort(session_id)}
 
     @router.post("/{session_id}/compact", summary="Compact the conversation through the provider")
-    async def compact(session_id: str) -> dict[str, Any]:
-        check_id(session_id)
+    async def compact(session_id: SessionId) -> dict[str, Any]:
         try:
             await durable.compact(session_id)
         except CompactionError as exc:
@@ -100,15 +98,13 @@ def durable_router(durable: DurableHost) -> APIRouter:
         return {"sessions": durable.overview()}
 
     @router.get("/{session_id}", summary="A durable session's queues and state")
-    async def describe(session_id: str) -> dict[str, Any]:
-        check_id(session_id)
+    async def describe(session_id: SessionId) -> dict[str, Any]:
         return durable.describe(session_id)
 
     @router.get("/{session_id}/events", response_class=StreamingResponse,
                 responses={200: {"content": {"text/event-stream": {}}}},
                 summary="The session's events (queued, consumed, text, tools, turn done) as Server-Sent Events")
-    async def events(session_id: str) -> StreamingResponse:
-        check_id(session_id)
+    async def events(session_id: SessionId) -> StreamingResponse:
         try:
             subscription = durable.subscribe(session_id)
         except DurableSessionError as exc:
@@ -133,11 +129,3 @@ def durable_router(durable: DurableHost) -> APIRouter:
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     return router
-
-
-def check_id(session_id: str) -> None:
-    """A 400 naming the id when it is not a valid session id."""
-    import re
-
-    if not re.match(SESSION_ID_PATTERN, session_id):
-        raise HTTPException(400, f"session id {session_id[:80]!r} must be 1-200 letters, digits or . _ : @ -")
