@@ -117,11 +117,15 @@ class DurableHost:
         await self.session(session_id).compact()
 
     def describe(self, session_id: str) -> dict[str, Any]:
-        """What a panel shows: busy, the queues, calls owed, the history's size."""
+        """What a panel shows: busy, the queues, calls owed, the history's size.
+
+        A session this host has not loaded since it started says ``loaded: false`` and
+        ``messages: null`` (unknown, not zero: its history is in the store until its next turn).
+        """
         agent = self.sessions.get(session_id)
         if agent is None:
             return {"session_id": session_id, "loaded": False, "busy": False,
-                    "queues": {"steering": [], "send": []}, "pending_calls": 0, "messages": 0}
+                    "queues": {"steering": [], "send": []}, "pending_calls": 0, "messages": None}
         return {"session_id": session_id, "loaded": True, "busy": agent.busy, "queues": agent.queued(),
                 "pending_calls": len(agent.pending_calls), "messages": len(agent.history)}
 
