@@ -19,7 +19,7 @@ What each figure means:
 * why latency: `why` on the answer of random runs of a synthetic store of 1,000,000 stages, built
   with bulk SQL inserts in the store's schema (NOT through the recorder) so it builds in seconds.
 * peak RSS: the recording process's peak resident memory at 1x and 10x the runs, each in its own
-  subprocess so the peaks are separate (the store's default DuckDB memory limit, 48 MB, applies).
+  subprocess so the peaks are separate (the store's default DuckDB memory limit, 512 MB, applies).
 """
 
 from __future__ import annotations

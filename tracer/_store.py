@@ -32,7 +32,11 @@ from ._writer import JOURNAL_KEY, Bundle, StageRows, Writer
 from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError
 
 DEFAULT_PATH = "footprint.duckdb"
-DEFAULT_MEMORY_LIMIT = "48MB"
+# DuckDB's memory limit is hard: a checkpoint that must pin more than it fails FATALLY and
+# invalidates the database. At 48 MB a host's embedded store (recordings + sessions) died that way
+# at ~2,600 turns of 8 sessions (bench/soak.py --turns 1000); 512 MB bounds the cache and leaves
+# checkpoints room (DuckDB evicts unpinned blocks long before the limit).
+DEFAULT_MEMORY_LIMIT = "512MB"
 # DuckDB checkpoints (folds its write-ahead log into the file) when the log reaches this size. Each
 # checkpoint rewrites the tables' unfinished row groups and frees the old blocks: at DuckDB's default
 # (16 MB) a recording's file was 17% bigger, for no measurable gain in speed.
@@ -155,7 +159,7 @@ class Store:
         it retries for ``wait`` seconds, then fails with a :class:`StoreLockedError` naming that
         process and what to do. Fails with a :class:`StoreError` naming the file when it is not a footprint store, is
         corrupt, was written by a newer footprint, or is held by another process. It never
-        overwrites or recreates an existing file. ``memory_limit`` (e.g. ``"48MB"``, the default; None for
+        overwrites or recreates an existing file. ``memory_limit`` (e.g. ``"512MB"``, the default; None for
         DuckDB's default of most of the RAM) bounds DuckDB's cache in a writable store file, so a
         process that records for days keeps a flat footprint (an in-memory store is not capped).
         """
