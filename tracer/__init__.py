@@ -14,7 +14,7 @@ from ._compare import (
 )
 from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_runs, diff_snapshots, estimate_tokens
 from ._dropped import DROPPED_SINCE, DroppedContext, dropped_context, left_out
-from ._files import restrict_to_owner
+from ._files import refuse_truncated, restrict_to_owner
 from ._ids import new_id
 from ._json import canonical_json
 from ._lineage import child_run_ids, child_runs
@@ -50,7 +50,7 @@ from ._serialize import (
     rundata_from_dict,
     rundata_to_dict,
 )
-from ._store import DEFAULT_PATH, RunFilter, Store, refuse_truncated
+from ._store import DEFAULT_PATH, RunFilter, Store
 from ._why import DroppedItem, Evidence, EvidenceNode, RunSource, why
 from .errors import (
     ExportError,

@@ -1,10 +1,14 @@
-"""Store files are readable by their owner only: recordings and sessions hold conversations."""
+"""Store files: readable by their owner only (they hold conversations), and refused when cut short."""
 
 from __future__ import annotations
 
 import os
 import stat
 from typing import Any
+
+import duckdb
+
+from .errors import NotAStoreError
 
 #: The files DuckDB keeps beside a database file while it is open.
 SIDE_FILES = (".wal", ".journal")
@@ -52,3 +56,27 @@ def truncation(con: Any, path: str | os.PathLike[str]) -> str | None:
     if actual < expected:
         return f"it holds {actual:,} bytes where the blocks its header counts in use need {expected:,}"
     return None
+
+
+def truncated_message(path: str, reason: str) -> str:
+    """The one refusal of a cut-short or corrupt store file, for every command."""
+    return (f"{path} is not a readable footprint store: the file is truncated or corrupt ({reason}); "
+            f"it was left untouched — restore it from a backup or pass another --db path")
+
+
+def refuse_truncated(path: str) -> None:
+    """Raise :class:`NotAStoreError` for a DuckDB file cut short, before anyone opens it for writing
+    (a writer would build on the hole). A file held by a writer or not DuckDB at all is left to
+    the open that follows to report."""
+    try:
+        probe = duckdb.connect(path, read_only=True)
+    except duckdb.Error:
+        return  # held by a writer, or not DuckDB at all: the writable open says which
+    try:
+        reason = truncation(probe, path)
+    except duckdb.Error:
+        reason = None
+    finally:
+        probe.close()
+    if reason is not None:
+        raise NotAStoreError(truncated_message(path, reason))

@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from ._files import restrict_to_owner, truncation
+from ._files import refuse_truncated, restrict_to_owner, truncated_message, truncation
 from ._journal import Journal, applied_number, encode_bundle, journal_path, pending
 from ._lock import DEFAULT_WAIT, connect
 from ._records import Edge, Item, Origin, Run, SnapshotEntry, Stage
@@ -182,7 +182,7 @@ class Store:
                 reason = None
             if reason is not None:
                 con.close()
-                raise NotAStoreError(_truncated_message(spath, reason))
+                raise NotAStoreError(truncated_message(spath, reason))
         try:
             if not read_only:
                 con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
@@ -741,26 +741,3 @@ class Store:
             chunk = wanted[start:start + 1000]
             rows += self.query(f"SELECT hash, kind, text, body FROM fp_item WHERE hash IN ({_marks(chunk)})", chunk)
         return {r[0]: Item(r[1], json.loads(r[3]) if r[3] else {"text": r[2]}, r[0]) for r in rows}
-
-
-def _truncated_message(path: str, reason: str) -> str:
-    return (f"{path} is not a readable footprint store: the file is truncated or corrupt ({reason}); "
-            f"it was left untouched — restore it from a backup or pass another --db path")
-
-
-def refuse_truncated(path: str) -> None:
-    """Raise :class:`NotAStoreError` for a DuckDB file cut short, before anyone opens it for writing
-    (a writer would build on the hole). A file held by a writer or not DuckDB at all is left to
-    the open that follows to report."""
-    try:
-        probe = duckdb.connect(path, read_only=True)
-    except duckdb.Error:
-        return  # held by a writer, or not DuckDB at all: the writable open says which
-    try:
-        reason = truncation(probe, path)
-    except duckdb.Error:
-        reason = None
-    finally:
-        probe.close()
-    if reason is not None:
-        raise NotAStoreError(_truncated_message(path, reason))

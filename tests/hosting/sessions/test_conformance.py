@@ -25,7 +25,7 @@ from hosting import (
     UnreadableEnvelopeError,
     VersionConflictError,
 )
-from tests.hosting.sessions.test_persistence_conformance import postgres_dsn
+from tests.hosting.hostkit import postgres_dsn
 from tracer import ContextItem, Item, ItemKind, Origin, OriginKind, Store
 
 

@@ -22,22 +22,10 @@ import pytest
 from agent.durable import InMemoryPersistence, PersistenceContext, SessionPersistence, SessionRecord
 from hosting import DuckDBPersistence, PostgresPersistence, SessionStoreError
 from hosting.sessions import MemoryTables
+from tests.hosting.hostkit import postgres_dsn
 from tracer import Store
 
-PG_DSNS = ("postgresql://postgres@127.0.0.1:5432/test", "postgresql://root@127.0.0.1:5432/test")
 API_KEY = "sk-" + "A1b2C3d4" * 4
-
-
-def postgres_dsn() -> str | None:
-    """The test server's DSN, or None when none can be reached."""
-    for dsn in PG_DSNS:
-        try:
-            with psycopg.connect(dsn, connect_timeout=3) as con:
-                con.execute("SELECT 1")
-            return dsn
-        except psycopg.Error:
-            continue
-    return None
 
 
 class Boom(Exception):

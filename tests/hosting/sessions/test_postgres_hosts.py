@@ -11,8 +11,7 @@ import pytest
 
 from agent.providers import FunctionModel, ModelRequest
 from hosting import PostgresSessions, SessionBusyError, VersionConflictError, standing_agent
-from tests.hosting.hostkit import make_agent
-from tests.hosting.sessions.test_persistence_conformance import postgres_dsn
+from tests.hosting.hostkit import make_agent, postgres_dsn
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from agent import Conversation
 from hosting import DuckDBSessions, Envelope, InMemorySessions, PostgresSessions, UnreadableEnvelopeError
 from hosting.sessions import RecordSessions
-from tests.hosting.sessions.test_persistence_conformance import API_KEY, postgres_dsn
+from tests.hosting.hostkit import postgres_dsn
+from tests.hosting.sessions.test_persistence_conformance import API_KEY
 from tracer import ContextItem, Item, ItemKind, Origin, OriginKind, Store
 
 FIXTURE = Path(__file__).resolve().parents[3] / "fixtures" / "sessions" / "v1-envelopes.json"
