@@ -23,6 +23,10 @@ from ._names import item_names, resolve_item
 from ._rank import RankedItem, earlier_verdicts, rank
 from ._recorder import Durability, NullRecorder, Recorder, RunRecording, StageRecording
 from ._records import (
+    CHILD_RUN,
+    PARENT_AGENT,
+    PARENT_RUN,
+    PARENT_STAGE,
     ContextItem,
     Edge,
     EdgeKind,
@@ -65,8 +69,12 @@ from .errors import (
 )
 
 __all__ = [
+    "CHILD_RUN",
     "DEFAULT_PATH",
     "DROPPED_SINCE",
+    "PARENT_AGENT",
+    "PARENT_RUN",
+    "PARENT_STAGE",
     "ContextItem",
     "DiffEntry",
     "DroppedChange",

@@ -7,7 +7,7 @@ that began the work: the unit ``footprint show`` draws and multi-agent blame tes
 
 from __future__ import annotations
 
-from ._records import StageKind
+from ._records import CHILD_RUN, StageKind
 from ._rundata import RunData
 from ._why import RunSource
 from .errors import NotFoundError
@@ -19,7 +19,7 @@ def child_run_ids(data: RunData) -> list[tuple[str, str]]:
     """``(subagent stage id, child run id)`` for each run this run's ``subagent`` stages started, in order."""
     out = []
     for stage in sorted(data.stages, key=lambda s: s.seq):
-        child = stage.attributes.get("child_run") if stage.kind == StageKind.SUBAGENT else None
+        child = stage.attributes.get(CHILD_RUN) if stage.kind == StageKind.SUBAGENT else None
         if isinstance(child, str) and child:
             out.append((stage.id, child))
     return out

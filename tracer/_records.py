@@ -226,6 +226,11 @@ class SnapshotEntry:
     dropped_by: str | None = None
 
 
+#: The attributes that link a team's runs: a ``subagent`` stage names the run it started in
+#: ``child_run``; that run names the stage back (``parent_run``, ``parent_stage``, ``parent_agent``).
+PARENT_RUN, PARENT_STAGE, PARENT_AGENT, CHILD_RUN = "parent_run", "parent_stage", "parent_agent", "child_run"
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     """One request to an agent (one turn)."""
@@ -249,6 +254,12 @@ class Run:
     attributes: dict[str, Any] = field(default_factory=dict)
     redaction: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+
+    @property
+    def parent_run(self) -> str | None:
+        """The run whose ``subagent`` stage started this one (None: a top-level run)."""
+        parent = self.attributes.get(PARENT_RUN)
+        return parent if isinstance(parent, str) and parent else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,17 @@ from ._compare import RunComparison, StagePair
 from ._diff import SnapshotDiff, diff_snapshots, estimate_tokens
 from ._names import item_names
 from ._rank import RankedItem
-from ._records import EdgeKind, Origin, OriginKind, Run, Stage, StageKind
+from ._records import (
+    CHILD_RUN,
+    PARENT_AGENT,
+    PARENT_STAGE,
+    EdgeKind,
+    Origin,
+    OriginKind,
+    Run,
+    Stage,
+    StageKind,
+)
 from ._rundata import RunData
 from ._why import Evidence, EvidenceNode
 
@@ -148,10 +158,9 @@ def show_run(
         lines += wrapped("error", run.error, width=width)
     if run.forked_from_run:
         lines.append(f"forked   from run {run.forked_from_run} at stage {run.forked_from_stage or '-'}")
-    parent = run.attributes.get("parent_run")
-    if parent:
-        lines.append(f"child    of run {parent} ({run.attributes.get('parent_agent', '?')}) at stage "
-                     f"{run.attributes.get('parent_stage', '-')}")
+    if run.parent_run:
+        lines.append(f"child    of run {run.parent_run} ({run.attributes.get(PARENT_AGENT, '?')}) at stage "
+                     f"{run.attributes.get(PARENT_STAGE, '-')}")
     if children:
         agents = _team_agents(data, children)
         lines.append(f"team     {len(agents)} agents: {', '.join(agents)}")
@@ -198,7 +207,7 @@ def _flow_rows(data: RunData, children: Mapping[str, RunData], pad: str, drawn: 
             for i, branch in enumerate(branches):
                 add(_stage_row(data, branch, incoming), "├─ " if i < len(branches) - 1 else "└─ ")
             add(["", "└ join", "", "", "", ""])
-        child = children.get(str(stage.attributes.get("child_run", ""))) if stage.kind == StageKind.SUBAGENT else None
+        child = children.get(str(stage.attributes.get(CHILD_RUN, ""))) if stage.kind == StageKind.SUBAGENT else None
         if child is not None and child.run.id not in drawn:
             rows.append(["", f"{pad}╭─ agent {child.run.agent}", "", child.run.status,
                          duration(child.run.started_at, child.run.ended_at), f"run {child.run.id}"])

@@ -24,7 +24,7 @@ import duckdb
 from ._files import refuse_truncated, restrict_to_owner, truncated_message, truncation
 from ._journal import Journal, applied_number, encode_bundle, journal_path, pending
 from ._lock import DEFAULT_WAIT, connect
-from ._records import Edge, Item, Origin, Run, SnapshotEntry, Stage
+from ._records import PARENT_RUN, Edge, Item, Origin, Run, SnapshotEntry, Stage
 from ._rows import unpack_edges, unpack_hashes, unpack_snapshot
 from ._rundata import RunData
 from ._schema import APPLICATION, DROP_RUN_INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
@@ -513,12 +513,15 @@ class Store:
     def resolve_run_id(self, ref: str) -> str:
         """The full id of the run ``ref`` names: an id, a unique id prefix, or ``last``.
 
-        ``last`` is the last run a person made: re-runs (replays, counterfactual and blame runs,
-        all forked from a recorded run) are passed over unless nothing else was recorded.
+        ``last`` is the last top-level run a person made: re-runs (replays, counterfactual and blame
+        runs, all forked from a recorded run) and runs a sub-agent made for another run (reached
+        through that run: a child starts after its parent) are passed over unless nothing else was
+        recorded. Every command and screen that takes ``last`` resolves it here.
         """
         if ref in ("last", "latest"):
             rows = self.query(
-                "SELECT id FROM fp_run ORDER BY forked_from_run IS NOT NULL, started_at DESC, id DESC LIMIT 1")
+                "SELECT id FROM fp_run ORDER BY forked_from_run IS NOT NULL, "
+                f"json_extract_string(attributes, '$.{PARENT_RUN}') IS NOT NULL, started_at DESC, id DESC LIMIT 1")
             if not rows:
                 raise NotFoundError(f"{self.path} has no runs yet")
             return str(rows[0][0])

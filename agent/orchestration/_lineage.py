@@ -13,10 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tracer import ContextItem, Recorder, RunRecording, StageKind, StageRecording
-
-#: the attributes that link a child run to the stage that started it
-PARENT_RUN, PARENT_STAGE, PARENT_AGENT, CHILD_RUN = "parent_run", "parent_stage", "parent_agent", "child_run"
+from tracer import (
+    CHILD_RUN,
+    PARENT_AGENT,
+    PARENT_RUN,
+    PARENT_STAGE,
+    ContextItem,
+    Recorder,
+    RunRecording,
+    StageKind,
+    StageRecording,
+)
 
 
 @dataclass(frozen=True)

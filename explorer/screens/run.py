@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from tracer import Item, RunData, SnapshotEntry, Stage, item_names
+from tracer import CHILD_RUN, Item, RunData, SnapshotEntry, Stage, item_names
 
 from .._format import ORIGIN_COLOURS, STATUS_COLOURS, clock, cost, one_line, tokens
 from .._prefetch import OpenedRun, RunLoad, missing_snapshots
@@ -238,7 +238,7 @@ class RunScreen(Screen[None]):
             await self.query_one(StageDetail).show(self.data, message.stage)
 
     def on_flowchart_stage_opened(self, message: Flowchart.StageOpened) -> None:
-        child = message.stage.attributes.get("child_run") if message.stage.kind == "subagent" else None
+        child = message.stage.attributes.get(CHILD_RUN) if message.stage.kind == "subagent" else None
         if isinstance(child, str) and child:  # a hand-over to another agent: open the run it started
             self.app.open_run(child)  # type: ignore[attr-defined]
             return
