@@ -39,6 +39,7 @@ from .errors import (
     HostShuttingDownError,
     NotAwaitingError,
     SessionBusyError,
+    SessionNotFoundError,
     SessionStoreError,
     UnreadableEnvelopeError,
     VersionConflictError,
@@ -356,7 +357,9 @@ class StandingAgent:
             envelope = await self.sessions.load(session_id)
         pause = None
         if decision is not None:
-            if envelope is None or envelope.pause is None:
+            if envelope is None:
+                raise SessionNotFoundError(session_id)
+            if envelope.pause is None:
                 raise NotAwaitingError(f"session {session_id!r} is not waiting for a decision; send a message",
                                        session_id=session_id)
             pause = envelope.pause_state()

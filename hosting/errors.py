@@ -8,6 +8,7 @@
         ├── TurnRefusedError             the host will not run this turn (``code`` and ``http_status`` say why)
         │   ├── SessionBusyError         a second turn of a session while one runs (``refuse``)
         │   ├── NotAwaitingError         a decision for a session that is not paused on a question
+        │   │   └── SessionNotFoundError a decision for a session that is not stored at all (404)
         │   ├── AwaitingDecisionError    a message for a session that is paused on a question
         │   ├── HostShuttingDownError    the host is draining after SIGTERM
         │   └── HostFailedError          a store failed and could not be reopened: the host exits to be restarted
@@ -75,6 +76,17 @@ class NotAwaitingError(TurnRefusedError):
     """A decision was sent for a session that is not paused on a question."""
 
     code = "not_awaiting"
+
+
+class SessionNotFoundError(NotAwaitingError):
+    """A decision was sent for a session that is not stored (a typo, or one deleted since)."""
+
+    code = "session_not_found"
+    http_status = 404
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session {session_id!r} is stored, so there is no question to decide; "
+                         f"check the id (GET /v1/sessions lists them)", session_id=session_id)
 
 
 class AwaitingDecisionError(TurnRefusedError):

@@ -44,7 +44,7 @@ from tracer import Durability, Recorder, Run, RunFilter
 from .._reply import TurnReply
 from .._standing import ON_CONCURRENT, StandingAgent
 from .._turn import Emit
-from ..errors import SessionBusyError
+from ..errors import HostingError, SessionBusyError
 from ..sessions import InMemorySessions, SessionStore
 from ._definition import DEFAULT, AgentDefinition, AgentRecord, patched, record_from, validated
 from ._instance import GatewaySettings, LiveAgent, agent_factory, resolve, session_key
@@ -334,7 +334,14 @@ class Gateway:
         await self.instance(agent_id)  # a missing agent is refused before anything waits
         await self._after_retired_turns(agent_id, key)
         live = await self.instance(agent_id)
-        reply = await live.host.handle(message, session_id=key, decision=decision, turn_id=turn_id, emit=emit)
+        try:
+            reply = await live.host.handle(message, session_id=key, decision=decision, turn_id=turn_id, emit=emit)
+        except HostingError as exc:
+            # the host names the store key; the caller knows the session by its own id
+            if getattr(exc, "session_id", None) == key:
+                exc.args = (str(exc).replace(repr(key), repr(session_id)),)
+                exc.session_id = session_id  # type: ignore[attr-defined]
+            raise
         reply.session_id = session_id
         return reply
 

@@ -35,7 +35,7 @@ from ..gateway import AgentDefinition, Gateway, GatewayError
 from ..gateway._definition import ID_PATTERN
 from ..gateway.errors import GatewayRequestError, MemoryRecordNotFoundError
 from ._errors import error_body
-from ._models import MAX_MESSAGE_CHARS, SESSION_ID_PATTERN, TurnReplyModel
+from ._models import MAX_MESSAGE_CHARS, SessionIdText, TurnReplyModel
 
 USER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,99}$"
 _DEFINITION_SCHEMA = AgentDefinition.model_json_schema(by_alias=True)
@@ -91,8 +91,7 @@ class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     message: str = Field("", max_length=MAX_MESSAGE_CHARS)
-    session_id: str | None = Field(None, pattern=SESSION_ID_PATTERN,
-                                   description="The conversation to continue; omit to start a new one.")
+    session_id: SessionIdText | None = Field(None, description="The conversation to continue; omit to start a new one.")
     user_id: str | None = Field(None, pattern=USER_PATTERN,
                                 description="Whose personal memory is injected (none when omitted).")
     decision: str | None = Field(None, min_length=1, max_length=MAX_MESSAGE_CHARS,

@@ -34,12 +34,21 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
                       **{k: v for k, v in extra.items() if v is not None}}}
 
 
+def _field(error: Any) -> str | None:
+    """The field an error is about, named the same in a body, a path or a query (``session_id``);
+    None when it is about the whole body."""
+    return ".".join(str(p) for p in tuple(error.get("loc", ()))[1:]) or None
+
+
 def _describe(errors: list[Any]) -> str:
-    parts = []
-    for e in errors[:5]:
-        where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
-        parts.append(f"{where}: {e.get('msg', 'invalid')}")
-    return "; ".join(parts)
+    """``field: what is wrong`` for each error."""
+    return "; ".join(f"{_field(e) or 'body'}: {_message(e)}" for e in errors[:5])
+
+
+def _message(error: Any) -> str:
+    message = str(error.get("msg", "invalid"))
+    # a check of our own (ValueError) says the whole thing; pydantic's "Value error, " prefix adds nothing
+    return message.removeprefix("Value error, ")
 
 
 def error_response(exc: Exception) -> JSONResponse:
@@ -76,8 +85,9 @@ def install_error_handlers(app: FastAPI) -> None:
             error = next((e.get("ctx", {}).get("error") for e in errors if e.get("type") == "json_invalid"), None)
             return JSONResponse(error_body(code, f"the request body is not valid JSON ({error or 'decode error'} "
                                                  f"at character {where})"), status_code=400)
-        details = [{"loc": [str(p) for p in e.get("loc", ())], "message": e.get("msg")} for e in errors[:20]]
-        return JSONResponse(error_body(code, _describe(errors), details=details), status_code=422)
+        details = [{"loc": [str(p) for p in e.get("loc", ())], "message": _message(e)} for e in errors[:20]]
+        return JSONResponse(error_body(code, _describe(errors), field=_field(errors[0]) if errors else None,
+                                       details=details), status_code=422)
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,199}$"
+SESSION_ID_RULE = "1-200 letters, digits or . _ : @ - (starting with a letter or digit)"
 MAX_MESSAGE_CHARS = 100_000
+_SESSION_ID = re.compile(SESSION_ID_PATTERN)
+
+
+def check_session_id(value: str) -> str:
+    """``value`` when it is a valid session id; else a ValueError saying what a session id is."""
+    if not _SESSION_ID.match(value):
+        raise ValueError(f"session id {value[:80]!r} must be {SESSION_ID_RULE}")
+    return value
+
+
+#: A session id, checked the same way in a body field and in a path (one rule, one error, 422).
+SessionIdText = Annotated[str, AfterValidator(check_session_id),
+                          Field(json_schema_extra={"pattern": SESSION_ID_PATTERN})]
 
 
 class TurnRequest(BaseModel):
@@ -16,8 +31,8 @@ class TurnRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     message: str = Field("", max_length=MAX_MESSAGE_CHARS, description="The user's message.")
-    session_id: str | None = Field(
-        None, pattern=SESSION_ID_PATTERN,
+    session_id: SessionIdText | None = Field(
+        None,
         description="The conversation to continue (created on first use); omit for a one-off turn.",
     )
     decision: str | None = Field(

@@ -59,17 +59,45 @@ async def host() -> AsyncIterator[StandingAgent]:
     await h.close()
 
 
-ROUTES = [("GET", "/v1/sessions/{}"), ("DELETE", "/v1/sessions/{}"), ("GET", "/v1/sessions/{}/runs"),
-          ("POST", "/v1/sessions/{}/decision"), ("GET", "/v1/recordings/sessions/{}/runs")]
+ROUTES = [("GET", "/v1/sessions/{}", None), ("DELETE", "/v1/sessions/{}", None),
+          ("GET", "/v1/sessions/{}/runs", None), ("POST", "/v1/sessions/{}/decision", {"decision": "yes"}),
+          ("GET", "/v1/recordings/sessions/{}/runs", None),
+          ("POST", "/v1/turns", {"message": "hi", "session_id": "{}"}),
+          ("POST", "/v1/turns", {"decision": "yes", "session_id": "{}"}),
+          ("POST", "/v1/turns/stream", {"message": "hi", "session_id": "{}"}),
+          ("POST", "/v1/durable/{}/steer", {"text": "x"}), ("POST", "/v1/durable/{}/send", {"text": "x"}),
+          ("POST", "/v1/durable/{}/abort", None), ("POST", "/v1/durable/{}/compact", None),
+          ("GET", "/v1/durable/{}", None), ("GET", "/v1/durable/{}/events", None),
+          ("POST", "/api/agents/echo/chat", {"message": "hi", "session_id": "{}"})]
 
 
-@pytest.mark.parametrize(("method", "route"), ROUTES)
-@pytest.mark.parametrize("bad", ["-starts-with-dash", "x" * 201, "has space", "semi;colon", "ünï"])
-async def test_every_session_route_refuses_a_bad_id_the_same_way(
-    host: StandingAgent, store: Store, method: str, route: str, bad: str
-) -> None:
-    app = create_app(host, recordings=store)
+@pytest.fixture
+async def every_route(host: StandingAgent, store: Store) -> AsyncIterator[httpx.AsyncClient]:
+    from agent.durable import InMemoryPersistence
+    from agent.providers import FunctionModel
+    from hosting import DurableHost
+    from hosting.gateway import Gateway, GatewaySettings, InMemoryAgents
+
+    model = FunctionModel(lambda r: "ok", name="echo")
+    gateway = Gateway(InMemoryAgents(), settings=GatewaySettings({"echo": model}, "echo", "echo-1"),
+                      sessions=InMemorySessions())
+    durable = DurableHost(lambda session_id, persistence: None, InMemoryPersistence())  # type: ignore[arg-type,return-value]
+    app = create_app(host, recordings=store, durable=durable, gateway=gateway)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://host") as client:
-        reply = await client.request(method, route.format(bad), json={"decision": "yes"})
-    assert reply.status_code == 400, reply.text
-    assert "must be 1-200 letters, digits or" in reply.text
+        yield client
+    await gateway.close()
+
+
+@pytest.mark.parametrize("bad", ["-starts-with-dash", "x" * 201, "has space", "semi;colon", "ünï", ""])
+async def test_every_session_route_refuses_a_bad_id_the_same_way(every_route: httpx.AsyncClient, bad: str) -> None:
+    """In a path or in a body, a bad session id is one error: 422, naming the field and the rule."""
+    for method, route, body in ROUTES:
+        if "{}" in route and bad == "":
+            continue  # an empty path segment is another route
+        json_body = None if body is None else {k: v.replace("{}", bad) for k, v in body.items()}
+        reply = await every_route.request(method, route.format(bad), json=json_body)
+        assert reply.status_code == 422, (method, route, reply.text)
+        error = reply.json()["error"]
+        assert (error["code"], error["field"]) == ("invalid_request", "session_id"), (route, error)
+        assert error["message"].startswith("session_id: session id "), (route, error)
+        assert "must be 1-200 letters, digits or" in error["message"], (route, error)

@@ -95,7 +95,11 @@ async def test_bad_requests_on_every_route(client: httpx.AsyncClient) -> None:
     orphan = await client.post("/api/agents/research/chat", json={"decision": "yes"})
     assert orphan.status_code == 422 and error_of(orphan)["field"] == "decision"
     session = await client.post("/api/agents/research/chat", json={"message": "hi", "session_id": "a b"})
-    assert session.status_code == 422 and "session_id" in error_of(session)["message"]
+    assert session.status_code == 422 and error_of(session)["field"] == "session_id"
+    assert error_of(session)["message"].startswith("session_id: session id 'a b' must be")
+    ghost = await client.post("/api/agents/research/chat", json={"decision": "yes", "session_id": "ghost"})
+    assert ghost.status_code == 404 and error_of(ghost)["code"] == "session_not_found"
+    assert "no session 'ghost' is stored" in error_of(ghost)["message"]
     extra = await client.post("/api/agents/research/chat", json={"message": "hi", "agent": "x"})
     assert extra.status_code == 422
     assert (await client.post("/api/agents/select", json={})).status_code == 422

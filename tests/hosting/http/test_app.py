@@ -71,6 +71,22 @@ async def test_awaiting_is_a_reply_not_a_failure_and_the_decision_route_resumes(
     assert again.status_code == 409 and again.json()["error"]["code"] == "not_awaiting"
 
 
+@pytest.mark.parametrize(("route", "body"), [
+    ("/v1/sessions/ghost/decision", {"decision": "Friday"}),
+    ("/v1/turns", {"session_id": "ghost", "decision": "Friday"}),
+    ("/v1/turns/stream", {"session_id": "ghost", "decision": "Friday"}),
+])
+async def test_a_decision_for_a_session_that_is_not_stored_is_404_naming_it(
+    client: httpx.AsyncClient, route: str, body: dict[str, str]
+) -> None:
+    reply = await client.post(route, json=body, headers=AUTH)
+    assert reply.status_code == 404, reply.text
+    error = reply.json()["error"]
+    assert (error["code"], error["session_id"]) == ("session_not_found", "ghost")
+    assert "no session 'ghost' is stored" in error["message"]
+    assert (await client.get("/v1/sessions/ghost", headers=AUTH)).status_code == 404  # nothing was created
+
+
 async def test_a_decision_in_the_turn_body_resumes_too(client: httpx.AsyncClient) -> None:
     await client.post("/v1/turns", json={"message": "ask me", "session_id": "carol"}, headers=AUTH)
     done = await client.post("/v1/turns", json={"session_id": "carol", "decision": "Monday"}, headers=AUTH)
