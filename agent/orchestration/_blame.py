@@ -5,8 +5,9 @@ started). Each stage whose output one of those runs' models saw is a suspect: a 
 prompt section, a memory fact, the shared context handed down. A suspect is tested by replacing
 its output — a tool result by nothing (the call kept), anything else by leaving it out — and
 re-running its run from the model call that first saw it (:func:`agent.evidence.counterfactual`).
-The new answer of that run is then handed up: the parent is re-run with the sub-agent's result
-replaced by it, and so on to the top. The final answers decide the verdict (``flips``,
+The new answer of that run is then handed up (:mod:`._handup`): the parent is re-run with the
+sub-agent's result replaced by it — through a plan, the plan's later steps are carried on with the
+new step result first — and so on to the top. The final answers decide the verdict (``flips``,
 ``holds``, ``inconclusive``), and every re-run is recorded as a fork: the evidence.
 
 Suspects are tested in the order their stages finished; the **decisive stage** is the earliest
@@ -21,23 +22,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracer import (
-    ItemKind,
-    NotFoundError,
-    OriginKind,
-    Recorder,
-    RunData,
-    Stage,
-    StageKind,
-    Store,
-    child_run_ids,
-    child_runs,
-)
+from tracer import ItemKind, OriginKind, Recorder, RunData, Stage, Store, child_runs
 
 from .._agent import Agent
-from ..evidence import Comparator, Edit, EvidenceError, counterfactual, exact, verdict_of
-from ..providers import Provider
-from ..tools import Tool
+from ..evidence import Comparator, Edit, exact, verdict_of
+from ._handup import HandUpError, Member, Team
 from ._orchestrator import AgentOrchestrator
 
 TeamMember = AgentOrchestrator | Agent
@@ -128,16 +117,10 @@ class TeamBlameReport:
         return lines
 
 
-@dataclass
-class _Member:
-    provider: Provider
-    tools: list[Tool]
-
-
-def _member(agent: TeamMember) -> tuple[str, _Member]:
+def _member(agent: TeamMember) -> tuple[str, Member]:
     if isinstance(agent, AgentOrchestrator):
-        return agent.name, _Member(agent.config.provider, list(agent.config.tools))
-    return agent.name, _Member(agent.provider, list(agent.tools.values()))
+        return agent.name, Member(agent.config.provider, list(agent.config.tools))
+    return agent.name, Member(agent.provider, list(agent.tools.values()))
 
 
 async def blame_team(
@@ -161,21 +144,16 @@ async def blame_team(
     root_id = store.resolve_run_id(run)
     root = store.load_run(root_id)
     runs = {root_id: root, **child_runs(store, root)}
-    parents: dict[str, tuple[str, str]] = {}
-    for data in runs.values():
-        for stage_id, child in child_run_ids(data):
-            if child in runs:
-                parents[child] = (data.run.id, stage_id)
     members = dict(_member(a) for a in (agents.values() if isinstance(agents, Mapping) else agents))
+    team = Team(store, runs, root_id, members, comparator or exact, recorder)
     report = TeamBlameReport(root_id, root.run.output or "", {r: d.run.agent for r, d in runs.items()}, [])
-    same = comparator or exact
     progress = on_progress or (lambda _line: None)
     suspects = _suspects(runs, include_tool_definitions)
     for index, suspect in enumerate(suspects):
         if report.decisive is not None and not test_all:
             report.untested = suspects[index:]
             break
-        await _test(store, suspect, runs, parents, members, root_id, repeats, same, recorder, report)
+        await _test(team, suspect, repeats)
         progress(f"{suspect.agent} {suspect.stage_kind} {suspect.stage_name!r} {suspect.edit}: {suspect.verdict}")
         report.tested.append(suspect)
     missing = sorted({d.run.agent for d in runs.values() if d.inferences() and d.run.agent not in members})
@@ -223,74 +201,29 @@ def _stage(runs: dict[str, RunData], run_id: str | None, stage_id: str | None) -
     return data.stage(stage_id)
 
 
-async def _test(
-    store: Store, suspect: StageTest, runs: dict[str, RunData], parents: dict[str, tuple[str, str]],
-    members: dict[str, _Member], root_id: str, repeats: int, same: Comparator, recorder: Recorder | None,
-    report: TeamBlameReport,
-) -> None:
-    sent_in = runs[suspect.sent_in]
-    member = members.get(sent_in.run.agent)
-    if member is None:
-        suspect.verdict, suspect.note = "inconclusive", f"no provider given for agent {sent_in.run.agent}"
-        return
+async def _test(team: Team, suspect: StageTest, repeats: int) -> None:
+    """Re-run the run that saw the suspect with its output replaced, and carry each new answer to the top."""
     edit = Edit.returned_nothing(suspect.item_hash) if suspect.item_kind == ItemKind.TOOL_RESULT else \
         Edit.remove(suspect.item_hash)
     try:
-        result = await counterfactual(store, suspect.sent_in, edits=[edit], provider=member.provider,
-                                      tools=member.tools, repeats=repeats, comparator=same, recorder=recorder)
-    except (EvidenceError, NotFoundError) as exc:
-        suspect.verdict, suspect.note = "inconclusive", f"could not re-run {sent_in.run.agent}: {exc}"
+        outcomes = await team.rerun(suspect.sent_in, edit, suspect.fork_runs, repeats)
+    except HandUpError as exc:
+        suspect.verdict, suspect.note = "inconclusive", str(exc)
         return
-    outcomes: list[str] = []
-    for outcome in result.outcomes:
-        suspect.fork_runs.append(outcome.run_id)
+    original = team.runs[team.root_id].run.output or ""
+    results: list[str] = []
+    for outcome in outcomes:
         if outcome.result == "error":
-            outcomes.append("error")
+            results.append("error")
             suspect.note = outcome.error
             continue
-        verdict, final = await _hand_up(store, suspect.sent_in, outcome.answer, runs, parents, members, root_id,
-                                        same, recorder, suspect)
-        outcomes.append(verdict)
-        suspect.answers.append(final)
-    suspect.verdict = verdict_of(outcomes)
-    suspect.changed, suspect.repeats = outcomes.count("changed"), len(outcomes)
-
-
-async def _hand_up(
-    store: Store, run_id: str, answer: str, runs: dict[str, RunData], parents: dict[str, tuple[str, str]],
-    members: dict[str, _Member], root_id: str, same: Comparator, recorder: Recorder | None, suspect: StageTest,
-) -> tuple[str, str]:
-    """Carry a run's new answer up to the team's run; ``(same|changed|error, the final answer)``."""
-    while run_id != root_id:
-        if same(runs[run_id].run.output or "", answer):
-            answer = runs[root_id].run.output or ""  # the hand-over is unchanged: so is everything above it
-            break
-        parent_id, subagent_id = parents[run_id]
-        parent = runs[parent_id]
-        holder = parent.stage(subagent_id).parent_id
-        if holder is None:  # routed by a team: the team answers with the agent's answer
-            run_id = parent_id
-            continue
-        tool_stage = parent.stage(holder)
-        if tool_stage.kind != StageKind.TOOL or not parent.outputs.get(holder):
-            suspect.note = (f"the hand-over to {runs[run_id].run.agent} went through a {tool_stage.kind} stage, "
-                            f"which blame cannot re-run with a new answer")
-            return "error", answer
-        member = members.get(parent.run.agent)
-        if member is None:
-            suspect.note = f"no provider given for agent {parent.run.agent}"
-            return "error", answer
         try:
-            result = await counterfactual(store, parent_id, edits=[Edit.replace(parent.outputs[holder][-1], answer)],
-                                          provider=member.provider, tools=member.tools, repeats=1, comparator=same,
-                                          recorder=recorder)
-        except (EvidenceError, NotFoundError) as exc:
-            suspect.note = f"could not re-run {parent.run.agent}: {exc}"
-            return "error", answer
-        outcome = result.outcomes[0]
-        suspect.fork_runs.append(outcome.run_id)
-        if outcome.result == "error":
-            suspect.note = outcome.error
-            return "error", outcome.answer
-        answer, run_id = outcome.answer, parent_id
-    return ("same" if same(runs[root_id].run.output or "", answer) else "changed"), answer
+            final = await team.carry(suspect.sent_in, outcome.answer, suspect.fork_runs)
+        except HandUpError as exc:
+            results.append("error")
+            suspect.note = str(exc)
+            continue
+        results.append("same" if team.same(original, final) else "changed")
+        suspect.answers.append(final)
+    suspect.verdict = verdict_of(results)
+    suspect.changed, suspect.repeats = results.count("changed"), len(results)

@@ -196,7 +196,7 @@ class PlanRunner:
         if tool is None:
             raise _NotRetryable(f"there is no tool named {name!r}; the plan's tools: {', '.join(self.tools) or 'none'}")
         try:
-            arguments = tool.parse_arguments(json.dumps(_substitute(dict(args), plan)))
+            arguments = tool.parse_arguments(json.dumps(substitute(dict(args), _results(plan))))
         except ToolArgumentsError as exc:
             raise _NotRetryable(str(exc)) from exc
         return result_text(await tool.run(arguments))
@@ -204,9 +204,7 @@ class PlanRunner:
     async def _decide(self, plan: Plan, step: PlanStep) -> str:
         if self.decider is None:
             raise _NotRetryable(f"{step.label} is a decision, and this plan runner has no decider (agent) to ask")
-        known = "\n".join(f"- step {d}: {_text(plan.step(d).result)}" for d in step.depends_on)
-        prompt = f"Plan goal: {plan.goal}\nDecide: {step.description}" + (f"\nWhat the plan found:\n{known}"
-                                                                           if known else "")
+        prompt = decision_prompt(plan.goal, step.description, step.depends_on, _results(plan))
         if isinstance(self.decider, AgentOrchestrator):
             execution = await run_subagent(self.decider, prompt)
             if execution.status != "completed":
@@ -257,27 +255,49 @@ def _condition(plan: Plan, step: PlanStep) -> bool:
         target = plan.step(int(config["step"]))
     except (KeyError, ValueError, TypeError):
         raise _NotRetryable(f"{step.label}: a condition needs config.step, the id of the step it tests") from None
-    value = _text(target.result)
+    return condition_holds(config, step_text(target.result), step.label)
+
+
+def condition_holds(config: Mapping[str, Any], value: str, label: str) -> bool:
+    """Whether a condition step with ``config`` is true of the tested step's result ``value`` (as text)."""
     if "contains" in config:
         return str(config["contains"]) in value
     if "equals" in config:
         return value == str(config["equals"])
     if config.get("not_empty"):
         return bool(value.strip())
-    raise _NotRetryable(f"{step.label}: a condition needs contains, equals or not_empty")
+    raise _NotRetryable(f"{label}: a condition needs contains, equals or not_empty")
 
 
-def _substitute(value: Any, plan: Plan) -> Any:
+def _results(plan: Plan) -> dict[int, Any]:
+    return {s.id: s.result for s in plan.steps}
+
+
+def substitute(value: Any, results: Mapping[int, Any]) -> Any:
+    """``value`` (a step's arguments) with each ``{{step.N}}`` replaced by step N's result in ``results``."""
+    def result(match: re.Match[str]) -> str:
+        number = int(match.group(1))
+        if number not in results:
+            raise KeyError(f"the plan has no step {number}")
+        return step_text(results[number])
+
     if isinstance(value, str):
-        return _REFERENCE.sub(lambda m: _text(plan.step(int(m.group(1))).result), value)
+        return _REFERENCE.sub(result, value)
     if isinstance(value, dict):
-        return {k: _substitute(v, plan) for k, v in value.items()}
+        return {k: substitute(v, results) for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute(v, plan) for v in value]
+        return [substitute(v, results) for v in value]
     return value
 
 
-def _text(value: Any) -> str:
+def decision_prompt(goal: str, description: str, depends_on: Sequence[int], results: Mapping[int, Any]) -> str:
+    """What an ``llm_decision`` step asks its decider: the goal, the decision, its dependencies' results."""
+    known = "\n".join(f"- step {d}: {step_text(results.get(d))}" for d in depends_on)
+    return f"Plan goal: {goal}\nDecide: {description}" + (f"\nWhat the plan found:\n{known}" if known else "")
+
+
+def step_text(value: Any) -> str:
+    """A step's result as text: what ``{{step.N}}`` stands for and its ``plan_step`` stage outputs."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
@@ -302,7 +322,9 @@ class _Recording:
         stage = self.tool_stage.run.stage(
             StageKind.PLAN_STEP, f"step {step.id}: {step.name or step.description}"[:80], after=after,
             parent=self.tool_stage, attributes={"plan": plan.id, "step": step.id, "type": step.type,
-                                                "tool": step.tool_name, "depends_on": step.depends_on})
+                                                "tool": step.tool_name, "depends_on": step.depends_on,
+                                                # what blame needs to test the condition on a changed result
+                                                **({"config": step.config} if step.type == "condition" else {})})
         known = [self.outputs[d][1] for d in step.depends_on if d in self.outputs]
         if known:
             stage.inputs(known)
@@ -319,7 +341,7 @@ class _Recording:
             return
         stage.set(attempts=step.attempts, step_status=step.status)
         if step.status == "completed":
-            self.outputs[step.id] = (stage, stage.output(Item.of_text(ItemKind.TEXT, _text(step.result))))
+            self.outputs[step.id] = (stage, stage.output(Item.of_text(ItemKind.TEXT, step_text(step.result))))
         stage.close(status, step.error)
         if self.tool_stage is not None and step.id in self.outputs:
             self.tool_stage.inputs([self.outputs[step.id][1]])

@@ -31,7 +31,8 @@ def _details(plan: Plan) -> dict[str, Any]:
          "result": s.result, "error": s.error} for s in plan.steps]}
 
 
-def _json(value: Any) -> str:
+def plan_json(value: Any) -> str:
+    """What the plan tools answer with: ``value`` as JSON (execute_plan's result is a plan's details)."""
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -43,7 +44,7 @@ def plan_tools(runner: PlanRunner) -> list[Tool]:
     store = runner.store
 
     async def create_plan(args: dict[str, Any]) -> str:
-        return _json(_summary(await store.create(str(args.get("name", "")), str(args["goal"]))))
+        return plan_json(_summary(await store.create(str(args.get("name", "")), str(args["goal"]))))
 
     async def add_plan_step(args: dict[str, Any]) -> str:
         step = PlanStep(
@@ -57,24 +58,24 @@ def plan_tools(runner: PlanRunner) -> list[Tool]:
         if step.tool_name and step.tool_name not in runner.tools:
             raise PlanError(f"step {step.id} names tool {step.tool_name!r}, which this plan cannot use (its tools: "
                             f"{', '.join(runner.tools) or 'none'})")
-        return _json(_details(await store.add_step(str(args["plan_id"]), step)))
+        return plan_json(_details(await store.add_step(str(args["plan_id"]), step)))
 
     async def execute_plan(args: dict[str, Any]) -> str:
         inputs = {int(k): str(v) for k, v in (args.get("inputs") or {}).items()}
-        return _json(_details(await runner.execute(str(args["plan_id"]), inputs)))
+        return plan_json(_details(await runner.execute(str(args["plan_id"]), inputs)))
 
     async def pause_plan(args: dict[str, Any]) -> str:
-        return _json(_summary(await store.set_status(str(args["plan_id"]), "paused", "paused by pause_plan")))
+        return plan_json(_summary(await store.set_status(str(args["plan_id"]), "paused", "paused by pause_plan")))
 
     async def delete_plan(args: dict[str, Any]) -> str:
         await store.delete(str(args["plan_id"]))
-        return _json({"deleted": args["plan_id"]})
+        return plan_json({"deleted": args["plan_id"]})
 
     async def list_plans(args: dict[str, Any]) -> str:
-        return _json([_summary(p) for p in await store.list()])
+        return plan_json([_summary(p) for p in await store.list()])
 
     async def get_plan_details(args: dict[str, Any]) -> str:
-        return _json(_details(await store.get(str(args["plan_id"]))))
+        return plan_json(_details(await store.get(str(args["plan_id"]))))
 
     def schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
         return {"type": "object", "properties": properties, "required": required}

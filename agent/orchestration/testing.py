@@ -5,6 +5,11 @@
     context = await lead.execute("start")
     expected = influential(spec)      # (agent, tool stage name) of every stage the answer depends on
 
+    plan = random_plan_team(random.Random(7))   # a lead executing a plan whose steps other agents do,
+    team = await plan.build(recorder)           # one of them (the culprit) with a tool planted wrong
+    context = await team.run()
+    plan.influential_steps()                    # the steps whose result reaches the final answer
+
 Each agent calls its children one per turn — a tool, or a sub-agent through :func:`agent_tool` —
 then answers with the results of a random subset of them (``uses``). A stage's output therefore
 decides the final answer exactly when every agent on its way up uses it: the ground truth
@@ -15,6 +20,7 @@ network, fully deterministic.
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,8 +29,12 @@ from tracer import Recorder
 
 from ..providers import FunctionModel, ModelRequest, ModelResponse, calls
 from ..tools import Tool
-from ._config import AgentConfig
+from ._config import AgentConfig, ExecutionContext
 from ._orchestrator import AgentOrchestrator
+from ._plan import PlanStep
+from ._plan_runner import PlanRunner
+from ._plan_store import PlanStore
+from ._plan_tools import plan_tools
 from ._subagent import agent_tool
 
 
@@ -116,4 +126,162 @@ def expected_decisive(spec: TeamSpec, tool_stages: list[tuple[float, str, str, s
     return None if found is None else (found[1], found[3])
 
 
-__all__ = ["TeamSpec", "agents_of", "build_team", "expected_decisive", "influential", "random_team"]
+PLANTED = "WRONG"
+
+
+@dataclass
+class PlanAgent:
+    """An agent of a generated plan team: it calls its lookup tool, then answers with its task and/or the fact
+    (``uses_task``, ``uses_fact``)."""
+
+    name: str
+    uses_task: bool
+    uses_fact: bool
+
+
+@dataclass
+class PlanTeamSpec:
+    """A lead that executes one plan; each step is an agent's (a tool call or the decider's decision)."""
+
+    agents: list[PlanAgent]
+    culprit: str  # the agent whose lookup tool returns the planted fact
+    steps: list[PlanStep]
+    step_agent: dict[int, str]  # step id -> the agent that does it (the decider for llm_decision steps)
+    decider: str
+    answer_uses: list[int]  # the steps whose results the lead's answer quotes
+
+    def agent(self, name: str) -> PlanAgent:
+        """The agent named ``name``."""
+        return next(a for a in self.agents if a.name == name)
+
+    def influential_steps(self) -> set[int]:
+        """The steps whose result has a path of use to the lead's answer through the culprit's fact."""
+        carries: dict[int, bool] = {}  # step -> its result holds the planted fact
+        for step in self.steps:
+            doer = self.step_agent.get(step.id)
+            if doer is None:  # a condition: its result is true or false, never the fact
+                carries[step.id] = False
+                continue
+            agent = self.agent(doer)
+            fed = any(carries.get(d) for d in step.depends_on)
+            carries[step.id] = (agent.uses_fact and doer == self.culprit) or (agent.uses_task and fed)
+        return {s for s in self.answer_uses if carries[s]}
+
+    def carrying_steps(self) -> set[int]:
+        """The steps of the culprit whose fact reaches the answer (through their result, then later steps)."""
+        used_by: dict[int, set[int]] = {s.id: set() for s in self.steps}
+        for step in self.steps:
+            doer = self.step_agent.get(step.id)
+            if doer is not None and self.agent(doer).uses_task:
+                for d in step.depends_on:
+                    used_by[d].add(step.id)
+        reaches: dict[int, bool] = {}
+        for step in reversed(self.steps):
+            reaches[step.id] = step.id in self.answer_uses or any(reaches[u] for u in used_by[step.id])
+        return {s for s, r in reaches.items() if r and self.step_agent.get(s) == self.culprit
+                and self.agent(self.culprit).uses_fact}
+
+    async def build(self, recorder: Recorder | None) -> PlanTeam:
+        """The team's agents recording into ``recorder``, and the plan made (not yet run)."""
+        def model(agent: PlanAgent) -> FunctionModel:
+            def answer(request: ModelRequest) -> ModelResponse | str:
+                last = max(i for i, ci in enumerate(request.context) if ci.item.kind == "user")
+                task = request.context[last].item.text
+                results = [str(ci.item.body["content"]) for ci in request.context[last:]
+                           if ci.item.kind == "tool_result"]
+                if not results:
+                    return calls((f"lookup_{agent.name}", {}))
+                used = [task] * agent.uses_task + [results[0]] * agent.uses_fact
+                return f"{agent.name}<{' / '.join(used)}>"
+
+            return FunctionModel(answer, name=agent.name)
+
+        members: dict[str, AgentOrchestrator] = {}
+        for agent in self.agents:
+            fact = f"{PLANTED} fact of {agent.name}" if agent.name == self.culprit else f"fact of {agent.name}"
+            lookup = Tool(f"lookup_{agent.name}", "Look up a fact", {"type": "object", "properties": {}},
+                          lambda a, fact=fact: fact, durable=True)
+            members[agent.name] = AgentOrchestrator(AgentConfig(
+                name=agent.name, system_prompt=f"You are {agent.name}.", model="generated", tools=[lookup],
+                provider=model(agent), recorder=recorder))
+        plans = PlanStore()
+        runner = PlanRunner(plans, tools=[agent_tool(m) for m in members.values()], decider=members[self.decider])
+        uses = self.answer_uses
+
+        def lead_answer(request: ModelRequest) -> ModelResponse | str:
+            last = max(i for i, ci in enumerate(request.context) if ci.item.kind == "user")
+            results = [str(ci.item.body["content"]) for ci in request.context[last:] if ci.item.kind == "tool_result"]
+            if not results:
+                return calls(("execute_plan", {"plan_id": request.context[last].item.text.split()[-1]}))
+            if not results[0]:
+                return "lead: the plan gave nothing"
+            by_id = {s["id"]: s["result"] for s in json.loads(results[0])["steps"]}
+            return "lead: " + " + ".join(str(by_id[u]) for u in uses)
+
+        lead = AgentOrchestrator(AgentConfig(name="lead", system_prompt="You are the lead.", model="generated",
+                                             tools=plan_tools(runner), provider=FunctionModel(lead_answer, name="lead"),
+                                             recorder=recorder))
+        plan = await plans.create("generated", "find out", [PlanStep(**vars(s)) for s in self.steps])
+        return PlanTeam(lead, [lead, *members.values()], plan.id)
+
+
+@dataclass
+class PlanTeam:
+    """A generated plan team, built: its lead, every agent (the lead first) and the plan to run."""
+
+    lead: AgentOrchestrator
+    members: list[AgentOrchestrator]
+    plan_id: str
+
+    async def run(self) -> ExecutionContext:
+        """The lead executes the plan and answers."""
+        return await self.lead.execute(f"run plan {self.plan_id}")
+
+
+def random_plan_team(rng: random.Random, *, max_agents: int = 4, max_steps: int = 6) -> PlanTeamSpec:
+    """A random plan team whose culprit's fact reaches the answer through at least one step."""
+    while True:
+        # only the culprit answers with its fact: the others call their tools and leave the result out
+        agents = [PlanAgent(f"agent{i}", rng.random() < 0.7, False) for i in range(1, rng.randint(2, max_agents) + 1)]
+        culprit = rng.choice(agents)
+        culprit.uses_fact = True
+        decider = rng.choice(agents).name
+        steps: list[PlanStep] = []
+        step_agent: dict[int, str] = {}
+        for number in range(1, rng.randint(2, max_steps) + 1):
+            earlier = [s.id for s in steps if s.id in step_agent]
+            deps = sorted(rng.sample(earlier, rng.randint(0, min(2, len(earlier))))) if earlier else []
+            kind = rng.random()
+            if kind < 0.15 and earlier:  # a condition that holds: every answer is non-empty
+                steps.append(PlanStep(number, f"check {number}", type="condition",
+                                      config={"step": earlier[-1], "not_empty": True}, depends_on=[earlier[-1]]))
+                continue
+            if kind < 0.35:
+                step_agent[number] = decider
+                steps.append(PlanStep(number, f"decide {number}", type="llm_decision", depends_on=deps))
+                continue
+            doer = rng.choice(agents).name
+            step_agent[number] = doer
+            task = " ".join([f"task {number}", *(f"{{{{step.{d}}}}}" for d in deps)])
+            steps.append(PlanStep(number, f"step {number}", tool_name=f"ask_{doer}", tool_args={"task": task},
+                                  depends_on=deps))
+        done = [s.id for s in steps if s.id in step_agent]
+        spec = PlanTeamSpec(agents, culprit.name, steps, step_agent, decider,
+                            sorted(rng.sample(done, rng.randint(1, len(done)))))
+        if spec.influential_steps():
+            return spec
+
+
+__all__ = [
+    "PLANTED",
+    "PlanAgent",
+    "PlanTeam",
+    "PlanTeamSpec",
+    "TeamSpec",
+    "agents_of",
+    "build_team",
+    "expected_decisive",
+    "influential",
+    "random_plan_team",
+    "random_team",
+]

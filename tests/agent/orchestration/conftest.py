@@ -7,6 +7,7 @@ its context, so a changed tool result changes every answer downstream of it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,16 @@ from typing import Any
 import pytest
 
 from agent import Tool
-from agent.orchestration import AgentConfig, AgentOrchestrator, agent_tool
+from agent.orchestration import (
+    AgentConfig,
+    AgentOrchestrator,
+    ExecutionContext,
+    PlanRunner,
+    PlanStep,
+    PlanStore,
+    agent_tool,
+    plan_tools,
+)
 from agent.providers import FunctionModel, ModelRequest, ModelResponse, calls
 from tracer import Recorder, Store
 
@@ -87,3 +97,55 @@ def team_of_three(recorder: Recorder | None, *, fact: str = WRONG_FACT, session_
     writer = AgentOrchestrator(config("writer", writer_model, []))
     lead = AgentOrchestrator(config("lead", lead_model, [agent_tool(researcher), agent_tool(writer)]))
     return TeamOfThree(lead, researcher, writer, searched)
+
+
+def plan_lead_model(request: ModelRequest) -> ModelResponse | str:
+    """Runs the plan its question names, then answers with the result of the plan's last step."""
+    question, results = _turn(request)
+    if not results:
+        return calls(("execute_plan", {"plan_id": question.split()[-1]}))
+    if not results[-1]["content"]:
+        return "Answer: the plan gave nothing."
+    details = json.loads(results[-1]["content"])
+    return f"Answer: {details['steps'][-1]['result']}"
+
+
+def editor_model(request: ModelRequest) -> str:
+    task, _ = _turn(request)
+    return "Checked. " + task.rsplit("- step 2: ", 1)[-1]
+
+
+@dataclass
+class PlanTeam:
+    lead: AgentOrchestrator
+    researcher: AgentOrchestrator
+    writer: AgentOrchestrator
+    editor: AgentOrchestrator
+    plans: PlanStore
+
+    @property
+    def all(self) -> list[AgentOrchestrator]:
+        return [self.lead, self.researcher, self.writer, self.editor]
+
+    async def run(self, question: str = QUESTION) -> ExecutionContext:
+        """Make the three-step plan and have the lead execute it: researcher, then writer, then editor."""
+        plan = await self.plans.create("answer", question, [
+            PlanStep(1, "research", tool_name="ask_researcher", tool_args={"task": question}),
+            PlanStep(2, "write", tool_name="ask_writer", tool_args={"task": "Write up: {{step.1}}"}, depends_on=[1]),
+            PlanStep(3, "check", type="llm_decision", depends_on=[2]),
+        ])
+        return await self.lead.execute(f"Run plan {plan.id}")
+
+
+def plan_team(recorder: Recorder | None, *, fact: str = WRONG_FACT) -> PlanTeam:
+    """The team of three working through a plan the lead executes: each step is done by another agent."""
+    three = team_of_three(recorder, fact=fact)
+    editor = AgentOrchestrator(AgentConfig(name="editor", system_prompt="You are the editor.", model="test-model",
+                                           provider=FunctionModel(editor_model, name="editor"), recorder=recorder,
+                                           session_id="team-1"))
+    plans = PlanStore()
+    runner = PlanRunner(plans, tools=[agent_tool(three.researcher), agent_tool(three.writer)], decider=editor)
+    lead = AgentOrchestrator(AgentConfig(name="lead", system_prompt="You are the lead.", model="test-model",
+                                         provider=FunctionModel(plan_lead_model, name="lead"), recorder=recorder,
+                                         tools=plan_tools(runner), session_id="team-1"))
+    return PlanTeam(lead, three.researcher, three.writer, editor, plans)
