@@ -19,8 +19,8 @@ from typing import Any, Protocol
 import uvicorn
 
 from agent import Agent
-from hosting import DuckDBSessions, RecordingsClient, StandingAgent, create_app
-from tracer import Durability, Recorder, Store
+from hosting import DuckDBSessions, HostAuthError, RecordingsClient, StandingAgent, create_app
+from tracer import Durability, NotFoundError, Recorder, Store
 
 from ._source import HostSource, StoreSource
 from .app import ExplorerApp
@@ -44,16 +44,30 @@ class HostLink(Protocol):
 
 def attach(url: str, *, token: str | None = None, run_ref: str | None = None,
            poll_interval: float | None = 2.0) -> ExplorerApp:
-    """An explorer over the host at ``url`` (checked reachable first)."""
+    """An explorer over the host at ``url``, checked before any screen opens: reachable, and
+    taking ``token`` (a wrong or missing one raises :class:`~hosting.HostAuthError`)."""
     client = RecordingsClient(url, token)
     try:
-        client.health()
+        client.health()  # reachable (the health route never needs the token)
+        _check_token(client, token)
         run_id = client.resolve_run_id(run_ref) if run_ref else None
     except Exception:
         client.close()
         raise
     return ExplorerApp(HostSource(client), host=client, run_id=run_id, poll_interval=poll_interval,
                        start="runs" if run_id else "host")
+
+
+def _check_token(client: RecordingsClient, token: str | None) -> None:
+    """One authenticated read, so a refused token fails here and not inside the app."""
+    try:
+        client.count_runs()
+    except HostAuthError as exc:
+        advice = ("it wants one: pass --token or set FOOTPRINT_TOKEN" if token is None
+                  else "check --token (or FOOTPRINT_TOKEN) against the token the host was started with")
+        raise HostAuthError(f"{exc}; {advice}", status=exc.status, code=exc.code) from None
+    except NotFoundError:
+        pass  # a host that records no runs: the token was taken
 
 
 AgentBuilder = Callable[[Recorder], Agent]

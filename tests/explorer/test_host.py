@@ -181,6 +181,30 @@ def test_attach_names_a_host_that_is_not_there() -> None:
         attach("http://127.0.0.1:9")
 
 
+@pytest.mark.parametrize(("token", "advice"), [("wrong", "check --token"), (None, "it wants one: pass --token")])
+def test_explore_with_a_refused_token_fails_before_the_app_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], token: str | None,
+    advice: str,
+) -> None:
+    from explorer.cli import main
+
+    opened: list[ExplorerApp] = []
+    monkeypatch.delenv("FOOTPRINT_TOKEN", raising=False)
+    monkeypatch.setattr("explorer._commands.has_terminal", lambda: True)
+    monkeypatch.setattr(ExplorerApp, "run", lambda self, *a, **k: opened.append(self))
+    store = Store.open(tmp_path / "host.duckdb")
+    try:
+        with InProcessHost(store, _echo_agent, port=0, token="right") as host:
+            with pytest.raises(SystemExit) as exited:
+                main(["explore", "--host", host.url, *(["--token", token] if token else [])])
+    finally:
+        store.close()
+    out, err = capsys.readouterr()
+    assert exited.value.code == 1 and not opened and out == ""
+    assert err.startswith(f"footprint: error: {host.url}: ") and advice in err, err
+    assert "Traceback" not in err and "right" not in err
+
+
 def test_the_agent_to_host_is_demo_or_an_importable_callable() -> None:
     assert callable(agent_builder("demo"))
     assert callable(agent_builder("explorer.sandbox:sandbox_registry"))
