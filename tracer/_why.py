@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ._names import resolve_item
 from ._records import Item, Origin, OriginKind
 from ._rundata import RunData
 from .errors import NotFoundError
@@ -214,7 +215,8 @@ def why(
     max_depth: int = 64,
     on_run: Callable[[str], None] | None = None,
 ) -> Evidence:
-    """The evidence graph for the answer of ``run_id`` (or for the item whose hash starts with ``item``).
+    """The evidence graph for the answer of ``run_id`` (or for ``item``: its name, its hash or a unique
+    prefix of it, resolved as every command resolves an item: :func:`~tracer._names.resolve_item`).
 
     Raises :class:`NotFoundError` when the run has no answer or no such item.
     """
@@ -226,7 +228,7 @@ def why(
         if target is None:
             raise NotFoundError(f"run {run_id} has no answer to explain (status {data.run.status}); pass --item")
     else:
-        target = _resolve_item(data, item)
+        target = resolve_item(data, item)
     producer = data.producer_of(target)
     if producer is not None:
         origin = Origin(OriginKind.STAGE, run_id, producer.id)
@@ -238,11 +240,3 @@ def why(
     root = walker.item_node(data.items.get(target), target, origin, 0)
     return Evidence(root, walker.dropped, walker.visited_runs())
 
-
-def _resolve_item(data: RunData, ref: str) -> str:
-    matches = {h for h in data.items if h.startswith(ref)}
-    if not matches:
-        raise NotFoundError(f"run {data.run.id} holds no item whose hash starts with {ref!r}")
-    if len(matches) > 1:
-        raise NotFoundError(f"{ref!r} matches {len(matches)} items of run {data.run.id}; give more of the hash")
-    return matches.pop()

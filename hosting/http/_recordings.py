@@ -9,6 +9,7 @@
         rundata_to_dict's form: the run, ``inputs`` of those stages and ``items`` those stages saw
         and output (no stages, edges or outputs)
     GET /v1/recordings/runs/{run_id}/why?item=&depth=  -> tracer.why(...).to_dict()
+        (``item``: an item's name — ``memory:KEY``, ``result:TOOL#n`` — or a hash prefix, as the CLI takes)
     GET /v1/recordings/sessions/{session_id}/runs      -> {"runs": [...]} oldest first
 
 ``run_id`` may be a unique prefix or ``last``. :class:`hosting.RecordingsClient` is the client.
@@ -77,7 +78,8 @@ def recordings_router(get_store: Callable[[], Store]) -> APIRouter:
     @router.get("/runs/{run_id}/why", summary="The evidence graph behind a run's answer (or one item)")
     def why_run(
         run_id: str,
-        item: str | None = None,
+        item: Annotated[str | None, Query(description="An item's name (memory:KEY, result:TOOL#n, call:TOOL#n, "
+                                                       "history:KIND#n, input, ...) or a unique hash prefix")] = None,
         depth: Annotated[int, Query(ge=1, le=256)] = 64,
     ) -> dict[str, Any]:
         store = fresh()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -99,3 +100,30 @@ def test_client_sends_turns_and_lists_sessions(store: Store) -> None:
 def test_client_names_an_unreachable_host() -> None:
     with RecordingsClient("http://127.0.0.1:9", timeout=2) as client, pytest.raises(HostClientError, match="cannot reach"):
         client.count_runs()
+
+
+def test_why_over_http_takes_an_item_by_its_name_like_the_command(store: Store) -> None:
+    """`why?item=` resolves an item as `footprint why --item` does: its name, its hash or a prefix."""
+    from click.testing import CliRunner
+
+    from explorer.cli import cli
+    from tracer import item_names
+
+    agent = make_agent(recorder=Recorder(store))
+    agent.session_id = "alice"
+    asyncio.run(agent.run("hello"))
+    run_id = asyncio.run(agent.run("again")).run_id  # it holds history from the first turn
+    store.flush()
+    names = item_names(store.load_run(run_id))
+    assert any(n.startswith("history:") for n in names.values()) and "input" in names.values()
+    with serve_in_thread(create_app(recordings=store)) as url, RecordingsClient(url) as client:
+        for item_hash, name in names.items():
+            by_name = client.why(run_id, name)
+            assert by_name == client.why(run_id, item_hash[:10]) == why(store, run_id, item_hash).to_dict(), name
+        with pytest.raises(NotFoundError, match=r"holds no item named 'memory:nope'.*names look like: "):
+            client.why(run_id, "memory:nope")
+        over_http = client.why(run_id, "input")
+    store.close()
+    printed = CliRunner().invoke(cli, ["why", run_id, "--item", "input", "--json", "--db", str(store.path)])
+    assert printed.exit_code == 0, printed.output
+    assert {k: v for k, v in json.loads(printed.output).items() if k != "ranked"} == over_http
