@@ -96,11 +96,11 @@ def memory_record(
         raise PersonalMemoryError("kind", f"kind {str(kind)[:40]!r} is not one of {', '.join(RECORD_KINDS)}")
     if kind in SINGLE_KINDS:
         if name not in (None, kind):
-            raise PersonalMemoryError("name", f"a {kind} record is named {kind!r}, not {name!r}")
+            raise PersonalMemoryError("name", f"{_a(kind)} {kind} record is named {kind!r}, not {name!r}")
         name = kind
     elif name is None:
         if kind not in ("goal", "memory"):
-            raise PersonalMemoryError("name", f"a {kind} record needs a name (e.g. 'home_city')")
+            raise PersonalMemoryError("name", f"{_a(kind)} {kind} record needs a name (e.g. 'home_city')")
         name = uuid.uuid4().hex[:12]
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise PersonalMemoryError("name", f"record name {str(name)[:80]!r} must be 1-100 letters, digits or . _ : @ -")
@@ -125,6 +125,11 @@ def memory_record(
         raise PersonalMemoryError("importance", f"importance {importance!r} must be a number from 0 to 1")
     return MemoryRecord(user_id, kind, name, text, status, float(importance),
                         time.time() if updated_at is None else updated_at)
+
+
+def _a(word: str) -> str:
+    """The article before ``word``: an autonomy_level record, a timezone record."""
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 def sort_records(records: Iterable[MemoryRecord]) -> list[MemoryRecord]:

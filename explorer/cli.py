@@ -46,10 +46,24 @@ def register(group: click.Group) -> None:
 register(cli)
 
 
+#: click 8.2+ raises this for a group given no command (8.1 printed the help and exited 0 itself)
+_NO_COMMAND: tuple[type[Exception], ...] = tuple(
+    e for e in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if isinstance(e, type))
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns (and exits with) its exit code."""
+    """Run the CLI; returns (and exits with) its exit code.
+
+    ``footprint`` alone (or ``footprint export`` alone) prints its help on stdout and exits 0, as
+    ``--help`` does; a usage error (an unknown command or option, a missing argument) prints the
+    usage and the error on stderr and exits 2.
+    """
     try:
         cli.main(args=argv, prog_name="footprint", standalone_mode=False)
+    except _NO_COMMAND as exc:
+        context = getattr(exc, "ctx", None)
+        click.echo(context.get_help() if context is not None else cli.get_help(click.Context(cli)))
+        code = 0
     except click.exceptions.Abort:
         click.echo("footprint: aborted", err=True)
         code = 130

@@ -41,12 +41,25 @@ def connect(path: str, *, read_only: bool, wait: float) -> duckdb.DuckDBPyConnec
         except duckdb.IOException as exc:
             text = str(exc)
             if "lock" not in text.lower():
-                raise NotAStoreError(f"{path} is not a footprint store (not a readable DuckDB file: {text})") from exc
+                raise NotAStoreError(_unopenable_message(path, text)) from exc
             if time.monotonic() >= deadline:
                 raise StoreLockedError(locked_message(path, text, read_only=read_only)) from exc
             time.sleep(_RETRY_EVERY)
         except duckdb.Error as exc:
             raise NotAStoreError(f"{path} is not a footprint store: {exc}") from exc
+
+
+def _unopenable_message(path: str, duckdb_error: str) -> str:
+    """Why ``path`` could not be opened, blaming the file only when the file is the trouble."""
+    file = Path(path)
+    parent = file.parent
+    if not file.exists() and not parent.is_dir():
+        what = f"{parent} is a file, not a directory" if parent.exists() else f"the directory {parent} does not exist"
+        return f"cannot create the footprint store {path}: {what} (create the directory, or pass another --db)"
+    if "permission denied" in duckdb_error.lower():
+        where = path if file.exists() else f"{path} in {parent}"
+        return f"cannot open {where}: permission denied (check who owns it and its mode, or pass another --db)"
+    return f"{path} is not a footprint store (not a readable DuckDB file: {duckdb_error})"
 
 
 def locked_message(path: str, duckdb_error: str, *, read_only: bool) -> str:

@@ -203,7 +203,7 @@ def _flow_rows(data: RunData, children: Mapping[str, RunData], pad: str, drawn: 
         branches = sorted((by_id[d] for d in forks.get(stage.id, []) if d in by_id), key=lambda s: s.seq)
         if branches:
             order = "in order" if stage.attributes.get("sequential") else "in parallel"
-            add(["", f"┌ fork: {len(branches)} {order}", "", "", "", ""])
+            add(["", f"┌ fork: {len(branches)} {order}" if len(branches) > 1 else "┌ fork: 1 branch", "", "", "", ""])
             for i, branch in enumerate(branches):
                 add(_stage_row(data, branch, incoming), "├─ " if i < len(branches) - 1 else "└─ ")
             add(["", "└ join", "", "", "", ""])

@@ -21,6 +21,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
@@ -69,7 +70,15 @@ def _echo_lines(lines: list[str]) -> None:
 
 
 def _echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    """A value JSON has no type for: a time is Unix seconds, as in every other JSON footprint prints
+    (runs --json, show --json, the HTTP API); anything else its text."""
+    if isinstance(value, datetime):
+        return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).timestamp()
+    return str(value)
 
 
 @click.command("runs")
@@ -179,11 +188,11 @@ def why_command(run: str, item: str | None, depth: int, order: str, show_all: bo
 
 
 @click.command("diff")
-@click.argument("refs", nargs=2, metavar="A B")
+@click.argument("refs", nargs=-1, metavar="A B")
 @click.option("--stages", is_flag=True, help="A and B are stage ids: diff those two snapshots.")
 @db_option
 @json_option
-def diff_command(refs: tuple[str, str], stages: bool, db: str, as_json: bool) -> None:
+def diff_command(refs: tuple[str, ...], stages: bool, db: str, as_json: bool) -> None:
     """Compare two runs, or with --stages two snapshots (`compare` is another name for it).
 
     For runs: both answers whole, the first stage where they diverge with the context diff there
@@ -191,6 +200,11 @@ def diff_command(refs: tuple[str, str], stages: bool, db: str, as_json: bool) ->
     side, the tool calls that differ, tokens and cost. Runs are named by id, unique prefix or
     `last`; stages by id or unique prefix.
     """
+    if len(refs) != 2:
+        what = "stages (ids or unique prefixes)" if stages else "runs (ids, unique prefixes or `last`)"
+        given = f"got {len(refs)}" + (f": {' '.join(refs)}" if refs else "")
+        raise click.UsageError(f"give the two {what} to compare, A and B; {given}"
+                               + ("" if stages else " (footprint runs lists the runs)"))
     a_ref, b_ref = refs
     with reading(db) as store:
         if stages:

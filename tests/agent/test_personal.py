@@ -17,6 +17,7 @@ from agent.errors import PersonalMemoryError
         (("alice", "secret", "x"), "kind", "kind 'secret' is not one of identity, fact"),
         (("alice", "fact", "x"), "name", "a fact record needs a name"),
         (("alice", "fact", "  "), "name", "needs a name"),
+        (("alice", "interest", "chess"), "name", r"^an interest record needs a name"),
         (("alice", "autonomy_level", "reckless"), "text", "autonomy level 'reckless' is not one of manual"),
         (("alice", "timezone", "Mars/Olympus"), "text", "'Mars/Olympus' is not an IANA time zone"),
         (("alice", "memory", ""), "text", "needs a non-empty text"),
@@ -34,8 +35,10 @@ def test_field_specific_rules() -> None:
     with pytest.raises(PersonalMemoryError, match="importance 2 must be a number from 0 to 1") as caught:
         memory_record("alice", "memory", "likes tea", importance=2)
     assert caught.value.field == "importance"
-    with pytest.raises(PersonalMemoryError, match="is named 'timezone'"):
+    with pytest.raises(PersonalMemoryError, match=r"^a timezone record is named 'timezone'"):
         memory_record("alice", "timezone", "Europe/Berlin", name="tz")
+    with pytest.raises(PersonalMemoryError, match=r"^an autonomy_level record is named 'autonomy_level', not 'x'"):
+        memory_record("alice", "autonomy_level", "manual", name="x")
     assert memory_record("alice", "timezone", "Europe/Berlin").key == "timezone/timezone"
     goal = memory_record("alice", "goal", "Learn German", status="done")
     assert goal.status == "done" and len(goal.name) == 12

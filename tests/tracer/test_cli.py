@@ -191,6 +191,35 @@ def test_sql_prints_a_table(db: str) -> None:
     assert {r["origin_kind"] for r in rows} == {"config", "memory", "stage", "user"}
 
 
+def test_json_times_are_unix_seconds_in_every_command(db: str) -> None:
+    """runs --json, show --json and sql --json print a time the same way: Unix seconds."""
+    listed = json.loads(_invoke("runs", "--db", db, "--json").output)
+    queried = json.loads(_invoke("sql", "SELECT id, started_at, ended_at FROM runs", "--db", db, "--json").output)
+    by_id = {r["id"]: r for r in queried}
+    for run in listed:
+        row = by_id[run["id"]]
+        assert isinstance(row["started_at"], float) and row["started_at"] == pytest.approx(run["started_at"], abs=1e-5)
+        assert row["ended_at"] == pytest.approx(run["ended_at"], abs=1e-5)
+    shown = json.loads(_invoke("show", listed[0]["id"], "--db", db, "--json").output)
+    assert shown["run"]["started_at"] == listed[0]["started_at"]
+    day = json.loads(_invoke("sql", "SELECT started_at::DATE AS day FROM runs LIMIT 1", "--db", db, "--json").output)
+    assert len(day[0]["day"]) == 10  # a date is not a time: it stays YYYY-MM-DD
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("diff", "only-one"), "give the two runs (ids, unique prefixes or `last`) to compare, A and B; got 1: only-one"),
+    (("diff",), "give the two runs (ids, unique prefixes or `last`) to compare, A and B; got 0"),
+    (("diff", "a", "b", "c"), "got 3: a b c"),
+    (("diff", "--stages", "s-1"), "give the two stages (ids or unique prefixes) to compare, A and B; got 1"),
+])
+def test_diff_without_two_refs_is_a_usage_error_saying_what_it_needs(args: tuple[str, ...], message: str) -> None:
+    group = click.Group("footprint")
+    tracer_cli.register(group)
+    result = CliRunner().invoke(group, list(args))
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert "Try 'footprint diff" in result.output
+
+
 def _footprint(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", "from explorer.cli import main; main()", *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)

@@ -1,0 +1,54 @@
+"""The `footprint` console script itself: no command, usage errors, and errors before any work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from explorer.cli import main
+
+
+def _exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    out, err = capsys.readouterr()
+    return int(exited.value.code or 0), out, err
+
+
+@pytest.mark.parametrize("argv", [[], ["export"]])
+def test_no_command_prints_the_help_on_stdout_and_succeeds_like_help(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _exit(argv, capsys)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"Usage: footprint {' '.join(argv)}".rstrip() + " [OPTIONS] COMMAND") and "Commands:" in out
+    assert _exit([*argv, "--help"], capsys) == (0, out, "")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["nosuch"], "No such command 'nosuch'"), (["runs", "--bogus"], "No such option '--bogus'"),
+    (["runs", "--limit", "x"], "'x' is not a valid integer range"), (["diff", "A"], "give the two runs"),
+])
+def test_a_usage_error_is_exit_2_with_the_usage_on_stderr(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _exit(argv, capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith("Usage: footprint") and "Try 'footprint" in err and message in err, err
+
+
+@pytest.mark.parametrize(("parent", "says"), [
+    ("no/such/dir", "the directory {parent} does not exist"), ("a-file", "{parent} is a file, not a directory"),
+])
+def test_a_store_in_a_directory_that_is_not_there_names_the_directory(
+    tmp_path: Path, parent: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a-file").write_text("x")
+    db = tmp_path / parent / "fp.duckdb"
+    code, _out, err = _exit(["demo", "--db", str(db)], capsys)
+    assert code == 1 and "Traceback" not in err
+    expected = says.format(parent=tmp_path / parent)
+    assert err == f"footprint: error: cannot create the footprint store {db}: {expected} " \
+                  f"(create the directory, or pass another --db)\n", err
+    assert not db.exists()
