@@ -18,6 +18,7 @@ from textual.pilot import Pilot
 from agent.providers import Provider
 from explorer import ExplorerApp, SandboxChat
 from explorer.components.evidence_tree import EvidenceTree
+from explorer.screens.verdict import VerdictScreen
 
 SIZE = (80, 24)
 #: The screens a person reads most, at the smallest terminal and a roomy one.
@@ -41,6 +42,16 @@ def _settled(*keys: str, then: Callable[[Pilot[Any]], Any] | None = None) -> Cal
             await pilot.pause()
 
     return run_before
+
+
+async def _until(pilot: Pilot[Any], condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+    """Wait (letting workers and messages run) until ``condition()`` holds; fail naming ``what`` after ``timeout`` s."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{what} did not appear within {timeout:.0f} s (screen: {pilot.app.screen!r})")
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause(0.05)
 
 
 @SIZES
@@ -154,9 +165,12 @@ def test_blame_verdict(snap_compare: Any, open_app: Callable[..., ExplorerApp], 
     async def run_before(pilot: Pilot[Any]) -> None:
         await _settled("w")(pilot)
         await pilot.press("b")
-        for _ in range(10):
-            await pilot.app.workers.wait_for_complete()
-            await pilot.pause()
+        # blame re-runs every suspect in a worker thread: however long that takes on a loaded
+        # machine, the screen to take is the verdict, fully drawn
+        await _until(pilot, lambda: isinstance(pilot.app.screen, VerdictScreen), "the blame verdict")
+        await pilot.app.workers.wait_for_complete()
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
