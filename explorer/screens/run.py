@@ -122,6 +122,17 @@ class RunScreen(Screen[None]):
             return
         self.post_message(self.SessionLoaded(session))
 
+    @work(thread=True, exclusive=True, group="run-names", exit_on_error=False)
+    def read_names(self) -> None:
+        """Name a long run's items in a worker thread: it reads the whole run once, keeping only the names."""
+        try:
+            names = item_names(self.app.source.load_run(self.run_id))  # type: ignore[attr-defined]
+        except Exception as exc:  # the run is shown; its items keep their hashes
+            self.app.call_from_thread(self.notify, f"could not name the items of {self.run_id}: {exc}",
+                                      severity="warning")
+            return
+        self.post_message(self.NamesRead(names))
+
     def on_run_screen_names_read(self, message: NamesRead) -> None:
         self.query_one(StageDetail).show_names(message.names)
 
@@ -143,9 +154,10 @@ class RunScreen(Screen[None]):
         chart.focus()
         if message.data.read >= {s.id for s in message.data.stages}:
             # names count through every snapshot of the run, so they need it whole: a run read whole
-            # (up to WHOLE_RUN_STAGES stages) names its items as `footprint why` does; a longer one,
-            # read a stage at a time, shows their hashes (`footprint show RUN --context` names them)
+            # (up to WHOLE_RUN_STAGES stages) names its items as `footprint why` does now
             self.post_message(self.NamesRead(item_names(message.data)))
+        else:  # a longer one, read a stage at a time, shows hashes until its names are read
+            self.read_names()
         if message.data.run.session_id:
             self.call_after_refresh(self.load_session, message.data.run.session_id)
 

@@ -101,12 +101,35 @@ async def test_a_long_run_opens_with_only_the_stages_it_shows_read_off_the_ui_th
         # the answer it shows, and the stages whose boxes show an output (the question, the answer)
         assert screen.data is not None and screen.data.read == {answer.id, question.id}
         assert set(screen.data.inputs) <= {answer.id, question.id}
-        assert [what for what, _, _ in source.reads] == ["outline", "snapshots"]
+        # then, behind the screen, the whole run once for the items' names
+        assert [what for what, _, _ in source.reads] == ["outline", "snapshots", "run"]
         assert not any(on_ui for _, _, on_ui in source.reads), "no read runs on the UI thread"
         chart = screen.query_one(Flowchart)
         assert chart.flow is not None and chart.flow.chars == layout(whole).chars, "the same drawing"
         said = whole.items[whole.outputs[answer.id][-1]].text
         assert said in str(screen.query_one("#stage-info-body").render())
+
+
+async def test_a_long_run_names_its_items_as_footprint_why_does(
+    store: Store, whole: RunData, settle: Callable[..., Any]
+) -> None:
+    """Names count through every snapshot of a run: a long run's are read behind the screen, not left as hashes."""
+    from tracer import item_names
+
+    source = NotingSource(store)
+    app = _app(source, run_id=RUN)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        screen = _run_screen(app)
+        second = whole.inferences()[-1]
+        await pilot.press("up")  # the second inference: memory, results, history
+        await settle(pilot)
+        view = screen.query_one(StageDetail).query_one(SnapshotView)
+        names = item_names(whole)
+        shown = _rows(view, 3)
+        assert shown == [names[e.item_hash] for e in whole.inputs[second.id]], shown
+        assert any(n.startswith("memory:") for n in shown) and "result:check_availability#2" in shown
+        assert not any(n.startswith("#") for n in shown), "no item is left as a hash"
 
 
 async def test_an_inference_is_read_when_selected_and_kept(
