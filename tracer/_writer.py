@@ -75,6 +75,11 @@ RUN_END_COLUMNS = (
 _KNOWN_ITEMS = 16_384
 _INSERT_ORDER = ("fp_run", "fp_item", "fp_stage", "fp_edge", "fp_snapshot", "fp_entry", "fp_output")
 
+# where each value of a run's end goes in its fp_run row (an end and its run's start in one batch
+# are written as one finished row: no UPDATE, and no update for DuckDB's checkpoint to fold in)
+_END_AT = tuple(COLUMNS["fp_run"].index(name) for name in RUN_END_COLUMNS)
+_ATTRIBUTES_AT = COLUMNS["fp_run"].index("attributes")
+_END_OWN = range(1, len(RUN_END_COLUMNS))  # an end's own values, to fold a later end into an earlier one
 JOURNAL_KEY = "journal_applied"  # fp_meta: the last sync-journal record the tables hold (tracer._journal)
 
 
@@ -228,6 +233,33 @@ def select_rows(columns: Sequence[tuple[str, str]], rows: Sequence[tuple[Any, ..
             value = f"{value}::{sql_type}"
         outer.append(f"{value} AS {name}")
     return f"SELECT {', '.join(outer)} FROM (SELECT {', '.join(inner)})", params
+
+
+def _end_started_runs(runs: list[tuple[Any, ...]], run_ends: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Apply, in order, each end (or continuation) of a run whose ``fp_run`` row is in ``runs`` to
+    that row, as the UPDATE would; the other ends are returned folded into one per run."""
+    where = {row[0]: i for i, row in enumerate(runs)}
+    folded: dict[str, list[Any]] = {}
+    for end in run_ends:
+        i = where.get(end[0])
+        if i is None:
+            held = folded.get(end[0])
+            if held is None:
+                folded[end[0]] = list(end)
+            else:
+                _apply_end(held, end, _END_OWN, len(RUN_END_COLUMNS) - 1)
+            continue
+        row = list(runs[i])
+        _apply_end(row, end, _END_AT[1:], _ATTRIBUTES_AT)
+        runs[i] = tuple(row)
+    return [tuple(end) for end in folded.values()]
+
+
+def _apply_end(row: list[Any], end: tuple[Any, ...], positions: Sequence[int], attributes_at: int) -> None:
+    """Set ``row``'s values at ``positions`` from a run end: each one, but attributes only when the end has some."""
+    for position, value in zip(positions, end[1:], strict=True):
+        if value is not None or position != attributes_at:
+            row[position] = value
 
 
 class Writer:
@@ -402,6 +434,8 @@ class Writer:
                 for table, rows in bundle.rows.items():
                     tables.setdefault(table, []).extend(rows)
                 run_ends.extend(bundle.run_ends)
+        if run_ends:
+            run_ends = _end_started_runs(tables.get("fp_run", []), run_ends)
         items = tables.get("fp_item")
         if items:
             # the same item is often queued by several stages (and batches): keep the new ones once
@@ -447,8 +481,7 @@ class Writer:
                 if table_rows:
                     self._insert_columns(table, table_rows, ignore=ignore_known_items and table == "fp_item")
             if run_ends:
-                # a run may be ended, continued and ended again within one batch: the last word wins
-                self._update_run_ends(list({row[0]: row for row in run_ends}.values()))
+                self._update_run_ends(run_ends)  # one per run (see _end_started_runs)
             if journaled:  # with the rows, atomically: a replay after a crash skips what is here
                 con.execute("INSERT OR REPLACE INTO fp_meta VALUES (?, ?)", [JOURNAL_KEY, str(journaled)])
             con.execute("COMMIT")

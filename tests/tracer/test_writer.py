@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracer import Store, StoreError
 from tracer._writer import CHUNK, Bundle, select_rows
@@ -146,3 +149,57 @@ def test_a_batchs_worth_is_written_without_waiting_out_the_linger(tmp_path: Path
     assert writer.stats["batches"] == 1 and writer.stats["fp_edge"] == 8
     writer.close()
     assert con.execute("SELECT count(*) FROM fp_edge").fetchall() == [(8,)]
+
+
+_RUN_IDS = st.sampled_from(["r1", "r2", "r3"])
+_MAYBE_TEXT = st.none() | st.text("abcé ", max_size=5)
+# a run's end as the recorder sends it, or a continuation (status back to running, the rest NULL)
+_END = st.tuples(
+    _RUN_IDS, st.sampled_from(["answered", "failed", "running"]), _MAYBE_TEXT, _MAYBE_TEXT,
+    st.none() | st.floats(1.0, 2.0), st.none() | st.integers(0, 9), st.none() | st.integers(0, 9),
+    st.none() | st.floats(0.0, 1.0), _MAYBE_TEXT, st.none() | st.sampled_from(['{"a":1}', '{"b":2}']),
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(script=st.lists(st.tuples(st.booleans(), _END), max_size=8), split=st.integers(0, 8))
+def test_ends_in_the_batch_of_their_run_write_what_updates_would(
+    script: list[tuple[bool, tuple[object, ...]]], split: int
+) -> None:
+    """A run's ends in the batch of its start are folded into the inserted row, and several ends of
+    one run in a batch into one UPDATE: the table holds what one bundle per batch (an INSERT, then
+    an UPDATE per end) writes, whatever the order and the split."""
+    from tracer._writer import Writer
+
+    bundles: list[Bundle] = []
+    started: set[str] = set()
+    for start_first, end in script:
+        if start_first and end[0] not in started:
+            started.add(end[0])
+            start = Bundle()
+            start.add("fp_run", (end[0], None, "a", "running", "in", None, None, 0.5, None, 0, 0, 0.0, None, None,
+                                 None, ["x"], '{"s":0}', None, None))
+            bundles.append(start)
+        if end[0] in started:
+            bundle = Bundle()
+            bundle.run_ends.append(end)
+            bundles.append(bundle)
+    tables = []
+    for con, batches in zip(_stores(), ([bundles], [[b] for b in bundles], [bundles[:split], bundles[split:]]), strict=True):
+        con.execute("DELETE FROM fp_run")
+        writer = Writer(con, "w", linger=0)
+        for batch in batches:
+            if batch:
+                writer._write(batch)
+        writer.close()
+        tables.append(con.execute("SELECT * FROM fp_run ORDER BY id").fetchall())
+    assert tables[0] == tables[1] == tables[2]
+
+
+@functools.cache
+def _stores() -> tuple[duckdb.DuckDBPyConnection, ...]:
+    """Three in-memory stores for the batching property (made once: a schema costs a second)."""
+    cons = tuple(duckdb.connect() for _ in range(3))
+    for con in cons:
+        Store._prepare(con, "w", read_only=False)
+    return cons
