@@ -28,6 +28,7 @@ from tracer import Item, ItemKind
 from ..errors import ToolArgumentsError, ToolTimeoutError, UserError
 from ._context import ToolContext
 from ._schema import docstring_parts, enum_params, schema_of, surely_valid
+from ._threads import in_thread
 
 #: execute(arguments) -> result, or execute(arguments, context) for a tool that ``takes_context``
 #: (async, or a plain function returning the result)
@@ -237,7 +238,7 @@ def tool(
                 return await func(**kwargs_of(arguments, context))
         else:
             async def execute(arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
-                return await asyncio.to_thread(func, **kwargs_of(arguments, context))
+                return await in_thread(func, **kwargs_of(arguments, context))
 
         return Tool(
             name=name or func.__name__,
