@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 
-from tracer import Item, RunData, SnapshotEntry
+from tracer import Item, RunData, SnapshotEntry, child_run_ids, child_runs
 
 from ._flowlayout import OUTPUT_LABELLED, default_stage
 from ._source import RecordingSource
@@ -77,6 +77,15 @@ def read_opening(source: RecordingSource, run_id: str, stage_id: str | None = No
     if missing:
         opened.add_snapshots(missing, *source.load_snapshots(run_id, missing))
     return opened
+
+
+def read_team(source: RecordingSource, data: RunData) -> dict[str, OpenedRun]:
+    """The runs below ``data`` (those its sub-agents made, at any depth), each opened as
+    :func:`read_opening` opens a run. Blocks: run it on a thread."""
+    if not child_run_ids(data):
+        return {}
+    found = child_runs(source, data, load=lambda run_id: read_opening(source, run_id))
+    return {run_id: opened for run_id, opened in found.items() if isinstance(opened, OpenedRun)}
 
 
 @dataclass

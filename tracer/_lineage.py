@@ -7,6 +7,8 @@ that began the work: the unit ``footprint show`` draws and multi-agent blame tes
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ._records import CHILD_RUN, StageKind
 from ._rundata import RunData
 from ._why import RunSource
@@ -25,11 +27,14 @@ def child_run_ids(data: RunData) -> list[tuple[str, str]]:
     return out
 
 
-def child_runs(source: RunSource, data: RunData, *, limit: int = MAX_CHILD_RUNS) -> dict[str, RunData]:
+def child_runs(
+    source: RunSource, data: RunData, *, limit: int = MAX_CHILD_RUNS, load: Callable[[str], RunData] | None = None,
+) -> dict[str, RunData]:
     """Every run below ``data`` (children, their children, ...) by id, at most ``limit`` of them.
 
     A child that is not in the store (deleted, or still being written by another process) is left
-    out; the parent's stage still names it.
+    out; the parent's stage still names it. ``load`` reads one child its own way (the explorer
+    reads a long run's outline only); by default each level is read whole, in one go if the source can.
     """
     found: dict[str, RunData] = {}
     level = [data]
@@ -38,10 +43,20 @@ def child_runs(source: RunSource, data: RunData, *, limit: int = MAX_CHILD_RUNS)
         wanted = list(dict.fromkeys(wanted))[: limit - len(found)]
         if not wanted:
             break
-        loaded = _load(source, wanted)
+        loaded = _load(source, wanted) if load is None else _load_each(load, wanted)
         found.update(loaded)
         level = list(loaded.values())
     return found
+
+
+def _load_each(load: Callable[[str], RunData], run_ids: list[str]) -> dict[str, RunData]:
+    out = {}
+    for run_id in run_ids:
+        try:
+            out[run_id] = load(run_id)
+        except NotFoundError:
+            continue
+    return out
 
 
 def _load(source: RunSource, run_ids: list[str]) -> dict[str, RunData]:
@@ -51,10 +66,4 @@ def _load(source: RunSource, run_ids: list[str]) -> dict[str, RunData]:
             return dict(load_runs(run_ids))
         except NotFoundError:
             pass  # one is missing: load them one by one below, leaving out what is not there
-    out = {}
-    for run_id in run_ids:
-        try:
-            out[run_id] = source.load_run(run_id)
-        except NotFoundError:
-            continue
-    return out
+    return _load_each(source.load_run, run_ids)

@@ -1,11 +1,13 @@
 """The flowchart of a run: stages as boxes, edges as lines, a keyboard-driven selection.
 
 Rendered with Textual's line API from a :class:`~explorer._flowlayout.FlowLayout`, so a run of
-hundreds of stages costs only the rows on screen.
+hundreds of stages costs only the rows on screen. A team's run is drawn with the runs of its
+sub-agents framed inside it; the selection moves into and out of them like any other box.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -66,25 +68,37 @@ class Flowchart(ScrollView, can_focus=True):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.data: RunData | None = None
+        self.team_runs: dict[str, RunData] = {}  # the sub-agents' runs drawn inside, by id
         self.flow: FlowLayout | None = None
         self._stages: dict[str, Stage] = {}
         self._strips: dict[int, Strip] = {}
 
     # ------------------------------------------------------------------ data
 
-    def show(self, data: RunData, select: str | None = None) -> None:
-        """Draw ``data``'s flowchart and select ``select`` (default: the answer, else the last stage)."""
+    def show(self, data: RunData, select: str | None = None, children: Mapping[str, RunData] | None = None) -> None:
+        """Draw ``data``'s flowchart and select ``select`` (default: the answer, else the last stage).
+
+        ``children`` are the runs its sub-agents made (see :func:`tracer.child_runs`), drawn inside it.
+        """
         self.data = data
-        self.flow = layout(data)
-        self._stages = {s.id: s for s in data.stages}
+        self.team_runs = dict(children or {})
+        self.flow = layout(data, self.team_runs)
+        self._stages = {s.id: s for run in (data, *self.team_runs.values()) for s in run.stages
+                        if s.id in self.flow.boxes}
         self._strips.clear()
         self.virtual_size = Size(self.flow.width, self.flow.height)
         target = select if select in self._stages else default_stage(data)
         if target is not None:
-            if self.selected == target:
+            if self.selected == target:  # redrawn (a team's runs arrived): keep it in view
+                self._reveal(target)
                 self._announce(target)
             self.selected = target
         self.refresh()
+
+    @property
+    def stages(self) -> dict[str, Stage]:
+        """Every stage drawn, by id: the run's and its sub-agents' runs'."""
+        return self._stages
 
     @property
     def selected_stage(self) -> Stage | None:
@@ -182,6 +196,8 @@ class Flowchart(ScrollView, can_focus=True):
             return base + Style(color=colour)
         if key.startswith("edge:"):
             return base + Style(color=EDGE_COLOURS.get(key[5:], "bright_black"))
+        if key.startswith("frame:"):  # the boundary of a sub-agent's run
+            return base + Style(color=STAGE_COLOURS["subagent"])
         return base
 
     def _row(self, y: int, base: Style) -> Strip:

@@ -1,4 +1,8 @@
-"""One run: its flowchart above, the selected stage's details below."""
+"""One run: its flowchart above, the selected stage's details below.
+
+A team's run is drawn with the runs its sub-agents made framed inside it (read after the run
+itself, on a worker); selecting a stage of one of them shows that stage as its own run recorded it.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +16,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from tracer import CHILD_RUN, Item, RunData, SnapshotEntry, Stage, item_names
+from tracer import CHILD_RUN, Item, RunData, SnapshotEntry, Stage, child_run_ids, item_names
 
-from .._format import ORIGIN_COLOURS, STATUS_COLOURS, clock, cost, one_line, tokens
-from .._prefetch import OpenedRun, RunLoad, missing_snapshots
+from .._format import ORIGIN_COLOURS, STAGE_COLOURS, STATUS_COLOURS, clock, cost, one_line, tokens
+from .._prefetch import OpenedRun, RunLoad, missing_snapshots, read_team
 from ..components._snapshots import SnapshotsWanted
 from ..components.flowchart import Flowchart
 from ..components.snapshot_view import SnapshotView
@@ -49,12 +53,20 @@ class RunScreen(Screen[None]):
             super().__init__()
             self.session = session
 
-    class SnapshotsLoaded(Message):
-        """Some stages' snapshots were read (posted by a snapshot worker)."""
+    class TeamLoaded(Message):
+        """The runs the run's sub-agents made, at any depth, by id (posted by the team worker)."""
 
-        def __init__(self, stage_ids: list[str], inputs: dict[str, list[SnapshotEntry]],
+        def __init__(self, runs: dict[str, OpenedRun]) -> None:
+            super().__init__()
+            self.runs = runs
+
+    class SnapshotsLoaded(Message):
+        """Some stages' snapshots were read (posted by a snapshot worker), of the run ``run_id``."""
+
+        def __init__(self, run_id: str, stage_ids: list[str], inputs: dict[str, list[SnapshotEntry]],
                      items: dict[str, Item]) -> None:
             super().__init__()
+            self.run_id = run_id
             self.stage_ids = stage_ids
             self.inputs = inputs
             self.items = items
@@ -87,6 +99,7 @@ class RunScreen(Screen[None]):
         self.run_id = run_id
         self.stage_id = stage_id
         self.data: OpenedRun | None = None
+        self.team: dict[str, OpenedRun] = {}  # the runs of its sub-agents, drawn inside its flowchart
         self.session: list[str] = []
         self._reading: set[str] = set()  # stages whose snapshots a worker is reading
 
@@ -137,19 +150,33 @@ class RunScreen(Screen[None]):
         self.query_one(StageDetail).show_names(message.names)
 
     @work(thread=True, group="run-snapshots", exit_on_error=False)
-    def read_snapshots(self, stage_ids: list[str]) -> None:
-        """Read some stages' snapshots in a worker thread."""
+    def read_snapshots(self, run_id: str, stage_ids: list[str]) -> None:
+        """Read some stages' snapshots of ``run_id`` (this run or a sub-agent's) in a worker thread."""
         try:
-            inputs, items = self.app.source.load_snapshots(self.run_id, stage_ids)  # type: ignore[attr-defined]
+            inputs, items = self.app.source.load_snapshots(run_id, stage_ids)  # type: ignore[attr-defined]
         except Exception as exc:  # shown to the reader; selecting the stage again retries
             self.post_message(self.SnapshotsFailed(stage_ids, f"{type(exc).__name__}: {exc}"))
             return
-        self.post_message(self.SnapshotsLoaded(stage_ids, inputs, items))
+        self.post_message(self.SnapshotsLoaded(run_id, stage_ids, inputs, items))
+
+    @work(thread=True, exclusive=True, group="run-team", exit_on_error=False)
+    def load_team(self, data: RunData) -> None:
+        """Read the runs the run's sub-agents made, in a worker thread."""
+        try:
+            runs = read_team(self.app.source, data)  # type: ignore[attr-defined]
+        except Exception as exc:  # the run is shown; only its sub-agents' runs are missing
+            self.app.call_from_thread(self.notify, f"could not read the sub-agents' runs: {exc}", severity="warning")
+            return
+        self.post_message(self.TeamLoaded(runs))
+
+    def run_data(self, run_id: str) -> OpenedRun | None:
+        """The data of this run or of one of its sub-agents' runs drawn inside it."""
+        return self.data if run_id == self.run_id else self.team.get(run_id)
 
     def on_run_screen_loaded(self, message: Loaded) -> None:
         self.data = message.data
         chart = self.query_one(Flowchart)
-        self.query_one("#run-title", Static).update(self._title(message.data))
+        self._show_title()
         chart.show(message.data, self.stage_id)
         chart.focus()
         if message.data.read >= {s.id for s in message.data.stages}:
@@ -160,26 +187,49 @@ class RunScreen(Screen[None]):
             self.read_names()
         if message.data.run.session_id:
             self.call_after_refresh(self.load_session, message.data.run.session_id)
+        if child_run_ids(message.data):
+            self.call_after_refresh(self.load_team, message.data)
+
+    def on_run_screen_team_loaded(self, message: TeamLoaded) -> None:
+        if self.data is None or not message.runs:
+            return
+        self.team = message.runs
+        chart = self.query_one(Flowchart)
+        chart.show(self.data, chart.selected, self.team)
+        detail = self.query_one(StageDetail)
+        names = dict(detail.names)
+        for run in message.runs.values():
+            if run.read >= {s.id for s in run.stages}:  # as for the run itself: names need a run read whole
+                names.update(item_names(run))
+        if names:
+            self.post_message(self.NamesRead(names))
 
     def on_run_screen_session_loaded(self, message: SessionLoaded) -> None:
         self.session = message.session
         if self.data is not None:
-            self.query_one("#run-title", Static).update(self._title(self.data))
+            self._show_title()
 
     def on_snapshots_wanted(self, message: SnapshotsWanted) -> None:
         message.stop()
-        if self.data is None:
-            return
-        wanted = [s for s in missing_snapshots(self.data, message.stage_ids) if s not in self._reading]
-        if wanted:
-            self._reading.update(wanted)
-            self.read_snapshots(wanted)
+        stages = self.query_one(Flowchart).stages
+        by_run: dict[str, list[str]] = {}
+        for stage_id in message.stage_ids:
+            by_run.setdefault(stages[stage_id].run_id if stage_id in stages else self.run_id, []).append(stage_id)
+        for run_id, stage_ids in by_run.items():
+            data = self.run_data(run_id)
+            if data is None:
+                continue
+            wanted = [s for s in missing_snapshots(data, stage_ids) if s not in self._reading]
+            if wanted:
+                self._reading.update(wanted)
+                self.read_snapshots(run_id, wanted)
 
     def on_run_screen_snapshots_loaded(self, message: SnapshotsLoaded) -> None:
         self._reading.difference_update(message.stage_ids)
-        if self.data is not None:
-            self.data.add_snapshots(message.stage_ids, message.inputs, message.items)
-            self.query_one(StageDetail).snapshots_read(self.data)
+        data = self.run_data(message.run_id)
+        if data is not None:
+            data.add_snapshots(message.stage_ids, message.inputs, message.items)
+            self.query_one(StageDetail).snapshots_read(data)
 
     def on_run_screen_snapshots_failed(self, message: SnapshotsFailed) -> None:
         self._reading.difference_update(message.stage_ids)
@@ -189,11 +239,19 @@ class RunScreen(Screen[None]):
         self.notify(message.error, severity="error", timeout=6)
         self.app.pop_screen()
 
-    def _title(self, data: RunData) -> Text:
+    def _show_title(self) -> None:
+        if self.data is None:
+            return
+        stage = self.query_one(Flowchart).selected_stage
+        inner = self.run_data(stage.run_id) if stage is not None and stage.run_id != self.run_id else None
+        self.query_one("#run-title", Static).update(self._title(self.data, inner))
+
+    def _title(self, data: RunData, inner: RunData | None = None) -> Text:
         """Two lines: the run (agent, status, time, tokens, cost, session) and its question and answer.
 
         The question and the answer take the screen's width each; what does not fit ends in an
-        ellipsis (the answer stage shows it whole).
+        ellipsis (the answer stage shows it whole). With a stage of a sub-agent's run selected
+        (``inner``), the second line is that agent's: its name, its task and its answer.
         """
         run = data.run
         width = max(20, (self.size.width or self.app.size.width) - 2)
@@ -213,22 +271,27 @@ class RunScreen(Screen[None]):
             if position:
                 head.append(f" {position}/{len(self.session)}", style="dim")
         head.truncate(width, overflow="ellipsis")
+        qa = Text()
+        full = width
+        if inner is not None:  # the selection is inside a sub-agent's frame: say whose
+            qa.append(f"▸ {inner.run.agent} ", style="bold " + STAGE_COLOURS["subagent"])
+            run = inner.run
+            width -= len(qa)
         answer = run.output if run.output is not None else (run.error or "")
         question, reply = " ".join(run.input.split()), " ".join(answer.split())
         half = (width - 6) // 2
         # the question gets what the answer leaves, and the other way round; both fit when they can
         q_room = max(half, width - 6 - len(reply)) if len(question) > half else len(question)
-        qa = Text()
         qa.append("Q ", style="bold " + ORIGIN_COLOURS["user"])
         qa.append(one_line(question, q_room))
         qa.append("  A ", style="bold " + ORIGIN_COLOURS["stage"])
         qa.append(one_line(reply, max(10, width - 6 - min(len(question), q_room))))
-        qa.truncate(width, overflow="ellipsis")
+        qa.truncate(full, overflow="ellipsis")
         return Text("\n").join([head, qa])
 
     def on_resize(self) -> None:
         if self.data is not None:
-            self.query_one("#run-title", Static).update(self._title(self.data))
+            self._show_title()
 
     # ------------------------------------------------------------------ selection
 
@@ -245,9 +308,11 @@ class RunScreen(Screen[None]):
         return self.query_one(Flowchart).selected_stage
 
     async def on_flowchart_stage_selected(self, message: Flowchart.StageSelected) -> None:
-        if self.data is not None:
+        data = self.run_data(message.stage.run_id)
+        if data is not None:
             self.stage_id = message.stage.id
-            await self.query_one(StageDetail).show(self.data, message.stage)
+            self._show_title()
+            await self.query_one(StageDetail).show(data, message.stage)
 
     def on_flowchart_stage_opened(self, message: Flowchart.StageOpened) -> None:
         child = message.stage.attributes.get(CHILD_RUN) if message.stage.kind == "subagent" else None
@@ -261,9 +326,10 @@ class RunScreen(Screen[None]):
             detail.query_one(f"#{detail.current}").focus()
 
     def on_snapshot_view_item_chosen(self, message: SnapshotView.ItemChosen) -> None:
-        if self.data is None:
+        data = self.run_data(message.run_id)
+        if data is None:
             return
-        item = self.data.items.get(message.item_hash)  # ItemChosen comes from a shown snapshot: read
+        item = data.items.get(message.item_hash)  # ItemChosen comes from a shown snapshot: read
         origin = message.origin
 
         def after(choice: str | None) -> None:

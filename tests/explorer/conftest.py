@@ -24,15 +24,16 @@ from tracer import ItemKind, Store
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load_builder() -> Any:
-    spec = importlib.util.spec_from_file_location("explorer_sample_store", ROOT / "fixtures/explorer/sample_store.py")
+def _load_builder(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"explorer_{name}", ROOT / f"fixtures/explorer/{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-sample = _load_builder()
+sample = _load_builder("sample_store")
+team = _load_builder("team_store")
 
 
 @pytest.fixture(autouse=True)
@@ -52,6 +53,12 @@ def _deterministic(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def sample_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample store, built once (read it; copy it to write)."""
     return sample.build_sample_store(tmp_path_factory.mktemp("sample") / "sample.duckdb")
+
+
+@pytest.fixture(scope="session")
+def team_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The team store (a lead, a researcher and a writer through a five-step plan), built once: read it."""
+    return team.build_team_store(tmp_path_factory.mktemp("team") / "team.duckdb")
 
 
 @pytest.fixture

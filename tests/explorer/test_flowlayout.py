@@ -74,3 +74,52 @@ def test_a_failed_stage_says_so_on_its_box() -> None:
     data = _run([("a", "input", ""), ("e", "error", "provider_error")], [("a", "e", "next")])
     data.stages[1] = Stage("e", "r1", 1, "error", "provider_error", "error", 1.0, 1.2)
     assert "error" in layout(data).text().splitlines()[-1]
+
+
+def _team() -> tuple[RunData, dict[str, RunData]]:
+    """A lead whose tool runs a plan: step 1 hands work to a helper (a child run), then step 2, then the answer."""
+    lead = _run(
+        [("a", "input", "q"), ("t", "tool", "execute_plan"), ("p1", "plan_step", "step 1"),
+         ("s", "subagent", "helper"), ("p2", "plan_step", "step 2"), ("z", "answer", "done")],
+        [("a", "t", "next"), ("t", "p1", "next"), ("p1", "s", "next"), ("p1", "p2", "next"), ("t", "z", "join")],
+    )
+    lead.stages[2:5] = [Stage("p1", "r1", 2, "plan_step", "step 1", "ok", 2.0, 2.5, parent_id="t"),
+                        Stage("s", "r1", 3, "subagent", "helper", "ok", 3.0, 3.5, parent_id="p1",
+                              attributes={"child_run": "r2"}),
+                        Stage("p2", "r1", 4, "plan_step", "step 2", "ok", 4.0, 4.5, parent_id="t")]
+    helper = RunData(run=Run("r2", None, "helper", "answered", "help", "helped", None, 3.0, 3.4,
+                             attributes={"parent_run": "r1", "parent_stage": "s"}),
+                     stages=[Stage(sid, "r2", seq, kind, sid, "ok", 3.0 + seq / 10, 3.05 + seq / 10)
+                             for seq, (sid, kind) in enumerate([("h1", "input"), ("h2", "inference"), ("h3", "answer")])],
+                     edges=[Edge("r2", "h1", "h2", "next"), Edge("r2", "h2", "h3", "next")])
+    return lead, {"r2": helper}
+
+
+def test_a_sub_agents_run_is_drawn_framed_under_the_stage_that_started_it() -> None:
+    lead, children = _team()
+    flow = layout(lead, children)
+    sub, first, last, after = (flow.boxes[s] for s in ("s", "h1", "h3", "p2"))
+    assert {b.run_id for b in (first, last)} == {"r2"} and sub.run_id == "r1"
+    assert sub.y < first.y < last.y < after.y, "the helper's stages sit under its stage, the next step below them"
+    frame = [(x, y) for y in range(flow.height) for x in range(flow.width) if flow.styles[y][x] == "frame:r2"]
+    xs, ys = [x for x, _ in frame], [y for _, y in frame]
+    assert min(xs) < first.x and max(xs) > first.x + BOX_W and min(ys) < first.y and max(ys) > last.y + 2
+    text = flow.text()
+    assert "agent helper · r2" in text and "answered: helped" in text
+    # the plan reads top to bottom: the answer (joined from the plan's tool) is drawn after the plan
+    assert flow.boxes["z"].y > after.y
+    # arrow keys walk into the frame and out of it
+    assert flow.neighbour("s", "down") == "h1" and flow.neighbour("h1", "up") == "s"
+    assert flow.neighbour("h3", "down") == "p2" and flow.neighbour("p2", "up") == "h3"
+
+
+def test_without_its_children_a_team_run_is_drawn_alone_and_a_run_is_drawn_once() -> None:
+    lead, children = _team()
+    assert set(layout(lead).boxes) == {"a", "t", "p1", "s", "p2", "z"}
+    looped = dict(children)
+    looped["r2"].stages.append(Stage("back", "r2", 3, "subagent", "lead", "ok", 3.3, 3.35,
+                                     attributes={"child_run": "r1"}))
+    looped["r1"] = lead  # a child naming the run above it as its own child: drawn once, not forever
+    flow = layout(lead, looped)
+    assert "back" in flow.boxes and "agent helper" in flow.text() and "agent lead" not in flow.text()
+    assert not any(style.startswith("frame:r1") for row in flow.styles for style in row)

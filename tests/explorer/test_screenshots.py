@@ -18,6 +18,7 @@ SCREENSHOTS = {
     "explorer-runs.svg": "test_snapshots/test_runs[120x40].svg",
     "explorer-run_snapshot.svg": "test_snapshots/test_run_snapshot[120x40].svg",
     "explorer-run_parallel_tools.svg": "test_snapshots/test_run_parallel_tools.svg",
+    "explorer-team_run.svg": "test_snapshots/test_team_run[120x40].svg",
     "explorer-why.svg": "test_snapshots/test_why[120x40].svg",
     "explorer-blame_verdict.svg": "test_snapshots/test_blame_verdict.svg",
     "explorer-help.svg": "test_snapshots/test_help.svg",

@@ -18,6 +18,7 @@ from textual.pilot import Pilot
 from agent.providers import Provider
 from explorer import ExplorerApp, SandboxChat
 from explorer.components.evidence_tree import EvidenceTree
+from explorer.components.flowchart import Flowchart
 from explorer.screens.verdict import VerdictScreen
 
 SIZE = (80, 24)
@@ -189,3 +190,15 @@ def test_persona_delete_confirm(snap_compare: Any, open_app: Callable[..., Explo
     app = open_app(sample_copy, start="sandbox")
     _personas(app, echo_provider)
     assert snap_compare(app, terminal_size=SIZE, run_before=_settled("d"))
+
+
+@SIZES
+def test_team_run(snap_compare: Any, open_app: Callable[..., ExplorerApp], team_path: Path,
+                  size: tuple[int, int]) -> None:
+    """A lead's plan with the researcher's run framed under the step that handed it the work."""
+    app = open_app(team_path, read_only=True, run_id="r-000001")
+
+    def into_the_frame(pilot: Pilot[Any]) -> None:
+        pilot.app.screen.query_one(Flowchart).select("s-000009")  # the task the researcher was given: its frame begins
+
+    assert snap_compare(app, terminal_size=size, run_before=_settled(then=into_the_frame))

@@ -10,6 +10,7 @@ from agent.orchestration import AgentConfig, AgentOrchestrator, agent_tool
 from agent.providers import FunctionModel, ModelRequest, ModelResponse, calls
 from explorer import ExplorerApp
 from explorer.components.flowchart import Flowchart
+from explorer.components.snapshot_view import SnapshotView
 from explorer.screens.run import RunScreen
 from tracer import Recorder, Store
 
@@ -46,3 +47,34 @@ async def test_enter_on_a_subagent_stage_opens_the_child_run(
         assert isinstance(app.screen, RunScreen) and app.screen.run_id == child
         await pilot.press("escape")
         assert app.screen is screen
+
+
+async def test_a_team_run_draws_its_agents_runs_inside_its_flowchart(
+    open_app: Callable[..., ExplorerApp], team_path: Path, settle: Any
+) -> None:
+    app = open_app(team_path, read_only=True, run_id="r-000001")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen)
+        chart = screen.query_one(Flowchart)
+        assert chart.flow is not None and set(screen.team) == {"r-000002", "r-000003", "r-000004"}
+        text = chart.flow.text()
+        assert text.count("╭─ agent researcher") == 2 and text.count("╭─ agent writer") == 1
+        assert {s.run_id for s in chart.stages.values()} == {"r-000001", "r-000002", "r-000003", "r-000004"}
+        assert len([s for s in chart.stages.values() if s.run_id == "r-000002"]) > 50
+        # the researcher's long run is read a stage at a time: its tenth call is read when selected
+        researcher = screen.team["r-000002"]
+        assert "s-000038" not in researcher.read
+        assert chart.select("s-000038")
+        await settle(pilot)
+        assert "s-000038" in researcher.read and researcher.snapshot("s-000038")
+        view = screen.query_one(SnapshotView)  # the researcher's own snapshot, read from its run
+        assert view.stage is not None and view.stage.id == "s-000038" and view.data is researcher
+        assert not view.waiting and view.table.row_count == len(researcher.snapshot("s-000038"))
+        title = str(screen.query_one("#run-title").render())
+        assert "▸ researcher" in title and "Read: 3 pages" in title
+        # out of the frame: the title is the lead's again
+        chart.select("s-000088")
+        await settle(pilot)
+        assert "▸" not in str(screen.query_one("#run-title").render())
