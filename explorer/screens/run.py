@@ -135,19 +135,32 @@ class RunScreen(Screen[None]):
             return
         self.post_message(self.SessionLoaded(session))
 
-    @work(thread=True, exclusive=True, group="run-names", exit_on_error=False)
-    def read_names(self) -> None:
-        """Name a long run's items in a worker thread: it reads the whole run once, keeping only the names."""
-        try:
-            names = item_names(self.app.source.load_run(self.run_id))  # type: ignore[attr-defined]
-        except Exception as exc:  # the run is shown; its items keep their hashes
-            self.app.call_from_thread(self.notify, f"could not name the items of {self.run_id}: {exc}",
-                                      severity="warning")
-            return
-        self.post_message(self.NamesRead(names))
+    @work(thread=True, group="run-names", exit_on_error=False)
+    def read_names(self, run_ids: list[str]) -> None:
+        """Name long runs' items in a worker thread: it reads each run whole once, keeping only the names."""
+        for run_id in run_ids:
+            try:
+                names = item_names(self.app.source.load_run(run_id))  # type: ignore[attr-defined]
+            except Exception as exc:  # the run is shown; its items keep their hashes
+                self.app.call_from_thread(self.notify, f"could not name the items of {run_id}: {exc}",
+                                          severity="warning")
+                continue
+            self.post_message(self.NamesRead(names))
+
+    def _name_items(self, runs: list[OpenedRun]) -> None:
+        """Name the items of ``runs`` (this run, or its sub-agents'): now for a run read whole, on a worker for
+        a longer one — names count through every snapshot of a run, so they need it whole."""
+        whole = [r for r in runs if r.read >= {s.id for s in r.stages}]
+        names = {h: n for r in whole for h, n in item_names(r).items()}
+        if names:
+            self.post_message(self.NamesRead(names))
+        longer = [r.run.id for r in runs if all(r is not w for w in whole)]
+        if longer:  # read a stage at a time: it shows hashes until its names are read
+            self.read_names(longer)
 
     def on_run_screen_names_read(self, message: NamesRead) -> None:
-        self.query_one(StageDetail).show_names(message.names)
+        detail = self.query_one(StageDetail)  # a team's runs are named one by one: keep the names so far
+        detail.show_names({**detail.names, **message.names})
 
     @work(thread=True, group="run-snapshots", exit_on_error=False)
     def read_snapshots(self, run_id: str, stage_ids: list[str]) -> None:
@@ -179,12 +192,7 @@ class RunScreen(Screen[None]):
         self._show_title()
         chart.show(message.data, self.stage_id)
         chart.focus()
-        if message.data.read >= {s.id for s in message.data.stages}:
-            # names count through every snapshot of the run, so they need it whole: a run read whole
-            # (up to WHOLE_RUN_STAGES stages) names its items as `footprint why` does now
-            self.post_message(self.NamesRead(item_names(message.data)))
-        else:  # a longer one, read a stage at a time, shows hashes until its names are read
-            self.read_names()
+        self._name_items([message.data])
         if message.data.run.session_id:
             self.call_after_refresh(self.load_session, message.data.run.session_id)
         if child_run_ids(message.data):
@@ -196,13 +204,7 @@ class RunScreen(Screen[None]):
         self.team = message.runs
         chart = self.query_one(Flowchart)
         chart.show(self.data, chart.selected, self.team)
-        detail = self.query_one(StageDetail)
-        names = dict(detail.names)
-        for run in message.runs.values():
-            if run.read >= {s.id for s in run.stages}:  # as for the run itself: names need a run read whole
-                names.update(item_names(run))
-        if names:
-            self.post_message(self.NamesRead(names))
+        self._name_items(list(message.runs.values()))
 
     def on_run_screen_session_loaded(self, message: SessionLoaded) -> None:
         self.session = message.session

@@ -11,6 +11,7 @@ from agent.providers import FunctionModel, ModelRequest, ModelResponse, calls
 from explorer import ExplorerApp
 from explorer.components.flowchart import Flowchart
 from explorer.components.snapshot_view import SnapshotView
+from explorer.components.stage_detail import StageDetail
 from explorer.screens.run import RunScreen
 from tracer import Recorder, Store
 
@@ -72,6 +73,9 @@ async def test_a_team_run_draws_its_agents_runs_inside_its_flowchart(
         view = screen.query_one(SnapshotView)  # the researcher's own snapshot, read from its run
         assert view.stage is not None and view.stage.id == "s-000038" and view.data is researcher
         assert not view.waiting and view.table.row_count == len(researcher.snapshot("s-000038"))
+        # its items are named like a short run's (read whole once on a worker, only the names kept)
+        task = next(e.item_hash for e in researcher.snapshot("s-000038") if researcher.items[e.item_hash].kind == "user")
+        assert screen.query_one(StageDetail).names.get(task) == "input"
         title = str(screen.query_one("#run-title").render())
         assert "▸ researcher" in title and "Read: 3 pages" in title
         # out of the frame: the title is the lead's again
