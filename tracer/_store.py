@@ -151,15 +151,17 @@ class Store:
         read_only: bool = False,
         memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
         wait: float = DEFAULT_WAIT,
+        create: bool = True,
     ) -> Store:
-        """Open (or, when writable and absent, create) the store at ``path``.
+        """Open (or, when writable, absent and ``create`` is true, create) the store at ``path``.
 
         A new file is written in a storage version older DuckDB clients read (``STORAGE_VERSION``).
         While another process holds the file (a writer, or readers when this one wants to write)
         it retries for ``wait`` seconds, then fails with a :class:`StoreLockedError` naming that
         process and what to do. Fails with a :class:`StoreError` naming the file when it is not a footprint store, is
         corrupt, was written by a newer footprint, or is held by another process. It never
-        overwrites or recreates an existing file. ``memory_limit`` (e.g. ``"512MB"``, the default; None for
+        overwrites or recreates an existing file; with ``create=False`` (a command that re-runs what is
+        recorded) an absent file fails as it does for a reader, and none is made. ``memory_limit`` (e.g. ``"512MB"``, the default; None for
         DuckDB's default of most of the RAM) bounds DuckDB's cache in a writable store file, so a
         process that records for days keeps a flat footprint (an in-memory store is not capped).
         """
@@ -167,7 +169,7 @@ class Store:
         in_memory = spath == ":memory:"
         if not in_memory:
             file = Path(spath)
-            if read_only and not file.exists():
+            if (read_only or not create) and not file.exists():
                 raise StoreError(f"no footprint store at {spath}: record a run first (footprint demo)")
             if file.exists() and file.is_dir():
                 raise NotAStoreError(f"{spath} is a directory, not a footprint store")

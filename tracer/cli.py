@@ -52,6 +52,8 @@ db_option = click.option(
     "--db", "db", default=DEFAULT_PATH, envvar="FOOTPRINT_DB", show_default=True,
     help="The footprint store (a DuckDB file).",
 )
+#: The most runs one listing prints (a bigger --limit is refused, not cut: DuckDB's LIMIT is 64-bit).
+MAX_LIST = 1_000_000_000
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
@@ -89,7 +91,7 @@ def _json_default(value: Any) -> Any:
               help="Only runs that ended so.")
 @click.option("--forks/--no-forks", default=False, show_default=True,
               help="Include the re-runs forked from a recorded run (replays, counterfactual and blame runs).")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most this many runs.")
+@click.option("--limit", type=click.IntRange(1, MAX_LIST), default=20, show_default=True, help="At most this many runs.")
 @json_option
 def runs_command(
     db: str, session: str | None, agent: str | None, status: str | None, forks: bool, limit: int, as_json: bool

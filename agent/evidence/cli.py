@@ -53,8 +53,8 @@ same_option = click.option(
     help="When two answers count as the same: identical text, equal ignoring case and spacing, or your "
          "function (original, new) -> bool.",
 )
-repeat_option = click.option("--repeat", "repeats", type=click.IntRange(1, 50), default=3, show_default=True,
-                             help="How many times to re-run.")
+repeat_option = click.option("--repeat", "--repeats", "repeats", type=click.IntRange(1, 50), default=3,
+                             show_default=True, help="How many times to re-run (each suspect, for blame).")
 new_calls_option = click.option(
     "--new-calls", type=click.Choice(NEW_CALL_POLICIES), default="durable", show_default=True,
     help="Tool calls the recording did not make: run durable tools only, all tools (each non-durable call "
@@ -69,7 +69,7 @@ def register(group: click.Group) -> None:
 
 
 def _open(db: str) -> Store:
-    return Store.open(db)
+    return Store.open(db, create=False)  # a re-run of nothing must not leave an empty store behind
 
 
 def _echo_json(value: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from tracer import Recorder, Store
 from tracer.cli import db_option, json_option
 
 from .._agent import Agent
-from ..evidence.cli import load_comparator
+from ..evidence.cli import load_comparator, repeat_option
 from ._blame import TeamMember, blame_team
 from ._orchestrator import AgentOrchestrator
 
@@ -49,7 +49,7 @@ def load_agents(ref: str, recorder: Recorder) -> list[TeamMember]:
 @click.argument("run")
 @click.option("--agents", "agents_ref", required=True, metavar="MODULE:FUNC",
               help="The team's agents: a function returning them (given a recorder, if it takes one), or a list.")
-@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Re-runs per stage tested.")
+@repeat_option  # --repeat, as blame and counterfactual take it
 @click.option("--all", "test_all", is_flag=True, help="Also test the stages after the decisive one.")
 @click.option("--same", "same_ref", default="exact", show_default=True, metavar="exact|normalized|MODULE:FUNC",
               help="When two final answers count as the same.")
@@ -66,7 +66,7 @@ def blame_team_command(
     answer handed up to the top. The earliest stage whose replacement flips the answer is decisive.
     """
     comparator = load_comparator(same_ref)
-    with Store.open(db) as store:
+    with Store.open(db, create=False) as store:
         recorder = Recorder(store)
         agents = load_agents(agents_ref, recorder)
         report = asyncio.run(blame_team(store, run, agents=agents, repeats=repeats, comparator=comparator,

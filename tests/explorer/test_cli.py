@@ -52,3 +52,26 @@ def test_a_store_in_a_directory_that_is_not_there_names_the_directory(
     assert err == f"footprint: error: cannot create the footprint store {db}: {expected} " \
                   f"(create the directory, or pass another --db)\n", err
     assert not db.exists()
+
+
+@pytest.mark.parametrize("argv", [["replay", "last"], ["blame", "last"], ["counterfactual", "last", "--remove", "x"],
+                                  ["blame-team", "last", "--agents", "x:y"]])
+def test_a_re_run_of_a_store_that_is_not_there_says_so_and_makes_none(
+    tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "none.duckdb"
+    code, out, err = _exit([*argv, "--db", str(db)], capsys)
+    assert (code, out) == (1, "")
+    assert err == f"footprint: error: no footprint store at {db}: record a run first (footprint demo)\n"
+    assert list(tmp_path.iterdir()) == []  # no empty store left behind
+
+
+def test_a_limit_past_what_the_store_can_count_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _exit(["runs", "--limit", "999999999999999999999", "--db", str(tmp_path / "x.duckdb")], capsys)
+    assert code == 2 and "Invalid value for '--limit'" in err and "internal error" not in err
+
+
+def test_every_re_run_command_takes_repeat_by_the_same_name(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("counterfactual", "blame", "blame-team"):
+        code, out, _ = _exit([command, "--help"], capsys)
+        assert code == 0 and "--repeat, --repeats INTEGER RANGE" in out, (command, out)
