@@ -36,6 +36,7 @@ from ..gateway._definition import ID_PATTERN
 from ..gateway.errors import GatewayRequestError, MemoryRecordNotFoundError
 from ._errors import error_body
 from ._models import MAX_MESSAGE_CHARS, SessionIdText, TurnReplyModel
+from ._params import Offset
 
 USER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,99}$"
 _DEFINITION_SCHEMA = AgentDefinition.model_json_schema(by_alias=True)
@@ -189,7 +190,7 @@ def agents_router(gateway: Gateway) -> APIRouter:
 
     @router.get("", response_model=AgentsReply, summary="Stored agents, by name")
     async def list_agents(limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-                          offset: Annotated[int, Query(ge=0)] = 0) -> dict[str, Any]:
+                          offset: Offset = 0) -> dict[str, Any]:
         records = await gateway.list(limit=limit, offset=offset)
         return {"agents": [r.to_dict() for r in records], "total": await gateway.repository.count()}
 

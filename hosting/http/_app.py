@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import Receive, Scope, Send
@@ -245,8 +245,8 @@ def _host_router(host: StandingAgent, get_recordings: Any) -> APIRouter:
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     @router.get("/sessions", response_model=SessionsReply, summary="Sessions, latest activity first")
-    async def sessions(limit: int = 1000) -> dict[str, Any]:
-        return {"sessions": await host.sessions_overview(limit=max(1, min(limit, 10_000)))}
+    async def sessions(limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> dict[str, Any]:
+        return {"sessions": await host.sessions_overview(limit=limit)}
 
     @router.get("/sessions/{session_id}", summary="One session's stored state")
     async def session(session_id: SessionId) -> dict[str, Any]:

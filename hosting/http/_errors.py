@@ -76,8 +76,12 @@ def install_error_handlers(app: FastAPI) -> None:
     """Map footprint errors and framework errors to JSON responses."""
 
     @app.exception_handler(RequestValidationError)
-    async def bad_input(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def bad_input(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = list(exc.errors())
+        whole_body = next((e for e in errors if tuple(e.get("loc", ())) == ("body",) and e.get("type") in _NOT_AN_OBJECT),
+                          None)
+        if whole_body is not None:
+            return _bad_body(request, whole_body)
         invalid_json = any(e.get("type") == "json_invalid" for e in errors)
         code = "invalid_json" if invalid_json else "invalid_request"
         if invalid_json:
@@ -105,6 +109,26 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(
             error_body("internal_error", f"the host failed: {type(exc).__name__}: {exc}"), status_code=500
         )
+
+
+#: pydantic's error types for a body that is missing or is not a JSON object (not a field's error)
+_NOT_AN_OBJECT = frozenset({"missing", "model_attributes_type", "model_type", "dict_type"})
+
+
+def _bad_body(request: Request, error: Any) -> JSONResponse:
+    """A body that is not a JSON object at all: not sent as JSON (415), missing, or another JSON value."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json" and not content_type.endswith("+json"):
+        got = f"got {content_type!r}" if content_type else "it had none"
+        return JSONResponse(error_body("unsupported_media_type", f"send the body as a JSON object with "
+                                       f"Content-Type: application/json ({got})"), status_code=415)
+    if error.get("type") == "missing":
+        return JSONResponse(error_body("invalid_request", "the request needs a JSON object body"), status_code=422)
+    value = error.get("input")
+    kind = {list: "an array", str: "a string", bool: "true or false", int: "a number", float: "a number",
+            type(None): "null"}.get(type(value), "not an object")
+    return JSONResponse(error_body("invalid_request", f"the body must be a JSON object, not {kind}"),
+                        status_code=422)
 
 
 class BodyLimitMiddleware:

@@ -26,7 +26,7 @@ from fastapi import APIRouter, Query
 
 from tracer import RunData, RunFilter, Store, run_to_dict, rundata_to_dict, why
 
-from ._params import SessionId
+from ._params import Offset, SessionId
 
 MAX_PAGE = 1000
 
@@ -52,7 +52,7 @@ def recordings_router(get_store: Callable[[], Store]) -> APIRouter:
         forks: Annotated[bool, Query(description="true: include the re-runs forked from a recorded run "
                                              "(replays, counterfactual and blame runs)")] = False,
         limit: Annotated[int, Query(ge=0, le=MAX_PAGE)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Offset = 0,
     ) -> dict[str, Any]:
         store = fresh()
         where = RunFilter(session_id=session, agent=agent, status=status, search=search, label=label, forks=forks)

@@ -58,7 +58,7 @@ async def test_create_read_list_patch_delete(client: httpx.AsyncClient, gateway:
         ({**NEW, "id": "Bad Id"}, 422, "invalid_agent", "id", "should match pattern"),
         ({**NEW, "name": "research agent"}, 409, "agent_conflict", None, "taken by agent 'research'"),
         ({**NEW, "id": "coder", "name": "X"}, 409, "agent_conflict", None, "id 'coder' already exists"),
-        ([NEW], 422, "invalid_request", None, "valid dictionary"),
+        ([NEW], 422, "invalid_request", None, "the body must be a JSON object, not an array"),
     ],
 )
 async def test_a_bad_definition_gets_a_4xx_naming_the_field(

@@ -117,7 +117,9 @@ async def test_a_refused_stream_is_a_plain_json_error(client: httpx.AsyncClient,
     ("body", "code", "needle"),
     [
         ('{"message": "hi"', "invalid_json", "not valid JSON"),
-        ("[1, 2]", "invalid_request", "body"),
+        ("[1, 2]", "invalid_request", "the body must be a JSON object, not an array"),
+        ("null", "invalid_request", "the body must be a JSON object, not null"),
+        ("", "invalid_request", "the request needs a JSON object body"),
         ('{"message": ""}', "invalid_request", "non-empty `message`"),
         ('{"message": 5}', "invalid_request", "message"),
         ('{"message": "hi", "session_id": "has spaces"}', "invalid_request", "session_id"),
@@ -132,6 +134,33 @@ async def test_bad_input_gets_a_clear_4xx_json_error(client: httpx.AsyncClient, 
     error = response.json()["error"]
     assert error["code"] == code and needle in error["message"]
     assert "Traceback" not in response.text
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+@pytest.mark.parametrize("route", ["/v1/turns", "/v1/turns/stream", "/v1/sessions/s/decision"])
+async def test_a_body_not_sent_as_json_is_415_saying_so(client: httpx.AsyncClient, content_type: str | None,
+                                                       route: str) -> None:
+    headers = {**AUTH, **({"Content-Type": content_type} if content_type else {})}
+    response = await client.post(route, content=b'{"message": "hi", "decision": "yes"}', headers=headers)
+    assert response.status_code == 415, response.text
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_media_type"
+    assert error["message"].startswith("send the body as a JSON object with Content-Type: application/json (")
+    assert (repr(content_type) if content_type else "it had none") in error["message"]
+    fine = await client.post("/v1/turns", content=b'{"message": "hi"}',
+                             headers={**AUTH, "Content-Type": "application/json; charset=utf-8"})
+    assert fine.status_code == 200
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ("/v1/sessions?limit=-5", "limit"), ("/v1/sessions?limit=0", "limit"), ("/v1/sessions?limit=10001", "limit"),
+    ("/v1/recordings/runs?offset=99999999999999999999", "offset"), ("/v1/recordings/runs?offset=-1", "offset"),
+])
+async def test_a_page_out_of_range_is_422_naming_it_never_clamped_or_500(client: httpx.AsyncClient, query: str,
+                                                                        field: str) -> None:
+    response = await client.get(query, headers=AUTH)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == field
 
 
 async def test_oversized_bodies_are_refused_with_413(client: httpx.AsyncClient) -> None:
