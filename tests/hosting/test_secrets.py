@@ -72,7 +72,8 @@ async def test_no_secret_reaches_a_store_a_log_an_export_or_a_reply(tmp_path: Pa
     app = create_app(host)
     replies: list[str] = []
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://host") as client:
-        for message in (f"my key is {API_KEY}, keep it", "log me in", "use the other key", "still there?"):
+        for message in (f"my key is {API_KEY}, keep it", "log me in", "use the other key", "still there?",
+                        f"the database wants password={PASSWORD}"):
             reply = await client.post("/v1/turns", json={"message": message, "session_id": "ada"})
             replies.append(reply.text)
         failed = json.loads(replies[2])

@@ -25,6 +25,9 @@ def test_key_pattern_and_hook_rules() -> None:
     }
     assert policy.text(f"key {SECRET_KEY} and {SSN} for {CODENAME}") == f"key {MASK} and {MASK} for [CODENAME]"
     assert policy.text("Authorization: Bearer abcdefghijklmnopqrstuvwxyz") == f"Authorization: {MASK}"
+    assert policy.text("login with PASSWORD=hunter2hunter2, then password: s3cr3t; url ?passwd=x&u=1") == \
+        f"login with {MASK}, then {MASK}; url ?{MASK}&u=1"
+    assert policy.text("the password is long") == "the password is long"  # no value given: nothing to mask
     assert RedactionPolicy.none().is_noop and not policy.is_noop
     assert policy.describe()["hook"] == "test_key_pattern_and_hook_rules.<locals>.<lambda>"
 
@@ -86,7 +89,8 @@ def _scanned(policy: RedactionPolicy, value: str) -> str:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(["sk-", "SK-", "bearer ", "BeArEr\t", "AKIA", "akia", "x" * 16, "ABCDEFGHIJKLMNOP",
-                                 "0123456789abcdef", " ", "ſ", "é", "-", "_"]), max_size=12).map("".join))
+                                 "0123456789abcdef", " ", "ſ", "é", "-", "_", "password", "PassWd", "=", ": "]),
+                max_size=12).map("".join))
 def test_the_literal_guard_never_changes_what_is_masked(value: str) -> None:
     policy = RedactionPolicy()
     assert policy._guards is not None  # the default patterns all start with a literal
