@@ -2,7 +2,9 @@
 
 The answer of a team's run depends on every run below it (the runs its ``subagent`` stages
 started). Each stage whose output one of those runs' models saw is a suspect: a tool result, a
-prompt section, a memory fact, the shared context handed down. A suspect is tested by replacing
+prompt section, a memory fact, the shared context handed down — and each plan step a plan's own
+tool did (its result reached the models through later steps and the plan's result; it is tested
+by the plan carried on with that result replaced by nothing). A suspect is tested by replacing
 its output — a tool result by nothing (the call kept), anything else by leaving it out — and
 re-running its run from the model call that first saw it (:func:`agent.evidence.counterfactual`).
 The new answer of that run is then handed up (:mod:`._handup`): the parent is re-run with the
@@ -22,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracer import ItemKind, OriginKind, Recorder, RunData, Stage, Store, child_runs
+from tracer import ItemKind, OriginKind, Recorder, RunData, Stage, StageKind, Store, child_runs
 
 from .._agent import Agent
 from ..evidence import Comparator, Edit, exact, verdict_of
@@ -190,7 +192,30 @@ def _suspects(runs: dict[str, RunData], include_tool_definitions: bool) -> list[
                     item.text, data.run.id, "replaced by nothing" if item.kind == ItemKind.TOOL_RESULT else "removed",
                     finished_at=stage.ended_at or stage.started_at,
                 ))
+    out += _plan_steps(runs)
     out.sort(key=lambda t: (t.finished_at, t.stage_id))
+    return out
+
+
+#: the plan steps whose result is a tool's (no agent did them): tested by their result replaced by nothing
+_TOOL_STEPS = ("tool_call", "loop")
+
+
+def _plan_steps(runs: dict[str, RunData]) -> list[StageTest]:
+    """The plan steps a plan's own tool did (not an agent): what they gave reached the models only
+    through later steps and the plan's result, so each is a suspect of its own."""
+    out = []
+    for data in runs.values():
+        agents_in = {s.parent_id for s in data.stages if s.kind == StageKind.SUBAGENT}
+        for stage in data.stages:
+            produced = data.outputs.get(stage.id)
+            item = data.items.get(produced[-1]) if produced else None
+            if (stage.kind != StageKind.PLAN_STEP or stage.id in agents_in or item is None
+                    or stage.attributes.get("type") not in _TOOL_STEPS):
+                continue
+            out.append(StageTest(data.run.id, data.run.agent, stage.id, stage.kind, stage.name, produced[-1], item.kind,
+                                 item.text, data.run.id, "replaced by nothing",
+                                 finished_at=stage.ended_at or stage.started_at))
     return out
 
 
@@ -206,6 +231,12 @@ async def _test(team: Team, suspect: StageTest, repeats: int) -> None:
     edit = Edit.returned_nothing(suspect.item_hash) if suspect.item_kind == ItemKind.TOOL_RESULT else \
         Edit.remove(suspect.item_hash)
     try:
+        if suspect.stage_kind == StageKind.PLAN_STEP:  # the plan carried on without it, then its run re-run
+            run = team.runs[suspect.sent_in]
+            step = run.stage(suspect.stage_id)
+            tool_stage, result = await team.carry_plan(run, step, suspect.fork_runs,
+                                                       results={int(step.attributes.get("step", 0)): ""})
+            edit = Edit.replace(team.tool_result(run, tool_stage), result)
         outcomes = await team.rerun(suspect.sent_in, edit, suspect.fork_runs, repeats)
     except HandUpError as exc:
         suspect.verdict, suspect.note = "inconclusive", str(exc)

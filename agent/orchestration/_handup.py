@@ -94,32 +94,37 @@ class Team:
                 continue
             holder = parent.stage(holder_id)
             if holder.kind == StageKind.PLAN_STEP:
-                tool_stage, result = await self._carry_plan(parent, holder, {subagent_id: answer}, forks)
+                tool_stage, result = await self.carry_plan(parent, holder, forks, answers={subagent_id: answer})
             elif holder.kind == StageKind.TOOL:
                 tool_stage, result = holder, answer
             else:
                 raise HandUpError(f"the hand-over to {self.runs[run_id].run.agent} went through a {holder.kind} "
                                   f"stage, which blame cannot re-run with a new answer")
-            recorded = parent.outputs.get(tool_stage.id)
-            if not recorded:
-                raise HandUpError(f"tool stage {tool_stage.name!r} of {parent.run.agent} recorded no result")
-            outcome = (await self.rerun(parent_id, Edit.replace(recorded[-1], result), forks))[0]
+            outcome = (await self.rerun(parent_id, Edit.replace(self.tool_result(parent, tool_stage), result),
+                                        forks))[0]
             if outcome.result == "error":
                 raise HandUpError(outcome.error or f"the re-run of {parent.run.agent} failed")
             answer, run_id = outcome.answer, parent_id
         return answer
 
-    async def _carry_plan(self, parent: RunData, step: Stage, answers: dict[str, str],
-                          forks: list[str]) -> tuple[Stage, str]:
-        """The plan ``step`` belongs to, carried on from it with sub-agents' new ``answers``: the tool
-        stage that ran the plan and the result it gives now."""
+    @staticmethod
+    def tool_result(parent: RunData, tool_stage: Stage) -> str:
+        """The hash of the result ``tool_stage`` of ``parent`` recorded (what its model saw)."""
+        recorded = parent.outputs.get(tool_stage.id)
+        if not recorded or recorded[-1] not in parent.items:
+            raise HandUpError(f"tool stage {tool_stage.name!r} of {parent.run.agent} recorded no result")
+        return recorded[-1]
+
+    async def carry_plan(self, parent: RunData, step: Stage, forks: list[str], *,
+                         answers: dict[str, str] | None = None,
+                         results: dict[int, Any] | None = None) -> tuple[Stage, str]:
+        """The plan ``step`` belongs to, carried on from it with sub-agents' new ``answers`` (subagent
+        stage -> answer) or steps' new ``results`` (step number -> result): the tool stage that ran
+        the plan and the result it gives now."""
         tool_stage = parent.stage(step.parent_id) if step.parent_id and parent.has_stage(step.parent_id) else None
         if tool_stage is None or tool_stage.kind != StageKind.TOOL:
             raise HandUpError(f"plan step {step.name!r} of {parent.run.agent} is not under a tool call")
-        recorded = parent.outputs.get(tool_stage.id)
-        item = parent.items.get(recorded[-1]) if recorded else None
-        if item is None:
-            raise HandUpError(f"tool stage {tool_stage.name!r} of {parent.run.agent} recorded no result")
+        item = parent.items[self.tool_result(parent, tool_stage)]
         try:
             details = json.loads(item.text)
             entries = {int(s["id"]): s for s in details["steps"]}
@@ -133,7 +138,10 @@ class Team:
             number = int(stage.attributes.get("step", 0))
             if number not in entries:
                 raise HandUpError(f"the result of {tool_stage.name!r} has no step {number}")
-            new = await self._carry_step(parent, stage, plan, number, answers, forks)
+            if results is not None and number in results:
+                new = results[number] if results[number] != entries[number].get("result") else None
+            else:
+                new = await self._carry_step(parent, stage, plan, number, answers or {}, forks)
             if new is not None:
                 plan.changed.add(number)
                 entries[number]["result"] = new

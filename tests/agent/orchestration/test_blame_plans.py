@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from agent.orchestration import PlanStep, blame_team
+from agent import Tool
+from agent.orchestration import PlanRunner, PlanStep, agent_tool, blame_team, plan_tools
 from agent.orchestration.testing import PLANTED, random_plan_team
 from tracer import Recorder, Store
 
@@ -83,3 +84,29 @@ async def blame_plan(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(8))
 def test_blame_through_generated_plans_names_the_planted_culprit_and_nothing_innocent(seed: int) -> None:
     asyncio.run(blame_plan(seed))
+
+
+async def test_a_wrong_result_of_a_plans_own_tool_is_blamed_on_that_step(store: Store) -> None:
+    """No agent did step 1 (the plan's search tool did): blame names the step, in the lead's run."""
+    recorder = Recorder(store)
+    team = plan_team(recorder, fact="The Eiffel Tower is 330 m tall.")  # the researcher's own search is right
+    lookup = Tool("lookup", "Look a page up", {"type": "object", "properties": {"q": {"type": "string"}}},
+                  lambda a: WRONG_FACT, durable=True)
+    runner = PlanRunner(team.plans, tools=[lookup, agent_tool(team.writer)], decider=team.editor)
+    team.lead.update_config(tools=plan_tools(runner))
+    plan = await team.plans.create("answer", QUESTION, [
+        PlanStep(1, "look up", tool_name="lookup", tool_args={"q": QUESTION}),
+        PlanStep(2, "write", tool_name="ask_writer", tool_args={"task": "Write up: {{step.1}}"}, depends_on=[1]),
+        PlanStep(3, "check", type="llm_decision", depends_on=[2]),
+    ])
+    context = await team.lead.execute(f"Run plan {plan.id}")
+    assert WRONG_FACT in context.response
+    report = await blame_team(store, context.run_id or "", agents=team.all, repeats=2)
+    decisive = report.decisive
+    assert decisive is not None and report.responsible_agent == "lead", report.summary()
+    assert (decisive.stage_kind, decisive.stage_name, decisive.verdict) == ("plan_step", "step 1: look up", "flips")
+    assert decisive.text == WRONG_FACT and all(t.verdict == "holds" for t in report.tested[:-1])
+    # the writer and the editor ran again on the step's empty result, then the lead (twice)
+    agents = [store.get_run(r).agent for r in decisive.fork_runs]
+    assert agents == ["writer", "editor", "lead", "lead"]
+    assert all(WRONG_FACT not in a for a in decisive.answers)
