@@ -564,9 +564,9 @@ class Store:
         if where.label is not None:
             clauses.append("list_contains(labels, ?)")
             params.append(where.label)
-        if where.search:
-            clauses.append("(input ILIKE ? OR output ILIKE ? OR id ILIKE ?)")
-            needle = f"%{where.search}%"
+        if where.search:  # the text itself, any case: a % or _ in it is a character, not a LIKE wildcard
+            clauses.append("(contains(lower(input), ?) OR contains(lower(output), ?) OR contains(lower(id), ?))")
+            needle = where.search.lower()
             params += [needle, needle, needle]
         return (("WHERE " + " AND ".join(clauses)) if clauses else ""), params
 

@@ -572,3 +572,25 @@ def test_the_lock_message_never_shows_the_holders_secrets(tmp_path: Path) -> Non
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_search_finds_the_text_itself_any_case_never_a_like_pattern() -> None:
+    """A run matches ``search`` when its input, output or id holds the text, in any case; % and _ are characters."""
+    with Store.open(":memory:") as store:
+        recorder = Recorder(store)
+        examples = iter(range(10**6))
+
+        @settings(max_examples=60, deadline=None)
+        @given(st.lists(st.text(alphabet="xy%_\\'Ü ü", max_size=6), min_size=1, max_size=6),
+               st.text(alphabet="xy%_\\'Üü", min_size=1, max_size=3))
+        def check(inputs: list[str], needle: str) -> None:
+            agent = f"agent-{next(examples)}"  # one store; each example's runs apart by agent
+            for text in inputs:
+                recorder.start_run(agent=agent, input=text).end("answered", output="done")
+            store.flush()
+            where = RunFilter(agent=agent, search=needle)
+            found = sorted(r.input or "" for r in store.list_runs(where, limit=100))
+            assert found == sorted(t for t in inputs if needle.lower() in t.lower())
+            assert store.count_runs(where) == len(found)
+
+        check()
