@@ -67,8 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("footprint: aborted", err=True)
         code = 130
-    except click.ClickException as exc:
-        exc.show()
+    except click.UsageError as exc:
+        exc.show()  # the usage, a hint and the error
+        code = exc.exit_code
+    except click.ClickException as exc:  # a command refusing: the same one line as a footprint error
+        click.echo(f"footprint: error: {exc.format_message()}", err=True)
         code = exc.exit_code
     except FootprintError as exc:
         click.echo(f"footprint: error: {exc}", err=True)

@@ -75,3 +75,14 @@ def test_every_re_run_command_takes_repeat_by_the_same_name(capsys: pytest.Captu
     for command in ("counterfactual", "blame", "blame-team"):
         code, out, _ = _exit([command, "--help"], capsys)
         assert code == 0 and "--repeat, --repeats INTEGER RANGE" in out, (command, out)
+
+
+def test_a_command_refusing_prints_the_one_error_line_every_command_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("explorer._commands.has_terminal", lambda: False)
+    assert _exit(["explore", "--db", str(tmp_path / "x.duckdb")], capsys) == (
+        1, "", "footprint: error: footprint explore is a full-screen app and needs a terminal\n")
+    monkeypatch.setattr("explorer._commands.has_terminal", lambda: True)
+    code, _, err = _exit(["explore", "--db", str(tmp_path / "x.duckdb")], capsys)
+    assert code == 1 and err.startswith(f"footprint: error: no footprint store at {tmp_path / 'x.duckdb'}"), err
