@@ -81,7 +81,8 @@ def sandbox(db: Path) -> None:
               help="The port the host's HTTP API listens on, on 127.0.0.1 (0: any free port).")
 @click.option("--token", envvar="FOOTPRINT_TOKEN", help="Require this bearer token on the host's API.")
 @click.option("--agent", "agent_spec", default="demo", show_default=True,
-              help="The agent to host: demo (the personal assistant), or MODULE:CALLABLE taking recorder=.")
+              help="The agent to host: demo (the personal assistant), echo (repeats the message), or "
+                   "MODULE:CALLABLE taking recorder= (as footprint serve takes it).")
 @click.option("--durability", type=click.Choice(["exit", "sync"]), default="exit", show_default=True,
               help="When sessions and recordings become durable (see footprint serve).")
 def up(db: Path, port: int, token: str | None, agent_spec: str, durability: str) -> None:
@@ -93,10 +94,12 @@ def up(db: Path, port: int, token: str | None, agent_spec: str, durability: str)
     (running turns get 10 s to finish, then are stored to finish later).
     """
     _need_terminal("up")
-    from ._host import agent_builder
+    from hosting.cli import agent_builder
+
     from ._host import up as run_up
 
-    run_up(db, agent_builder(agent_spec), port=port, token=token, durability=durability)
+    build, _ = agent_builder(agent_spec)  # the same --agent as footprint serve takes
+    run_up(db, build, port=port, token=token, durability=durability)
     click.echo("footprint: host stopped; sessions and recordings flushed.", err=True)
 
 

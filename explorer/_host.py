@@ -9,7 +9,6 @@ store directly, since this process owns the file.
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections.abc import Callable
@@ -71,29 +70,6 @@ def _check_token(client: RecordingsClient, token: str | None) -> None:
 
 
 AgentBuilder = Callable[[Recorder], Agent]
-
-
-def agent_builder(spec: str) -> AgentBuilder:
-    """The agent to host: ``demo`` (the demo's personal assistant) or ``MODULE:CALLABLE``.
-
-    A callable is called with ``recorder=`` and returns an :class:`agent.Agent`.
-    """
-    if spec == "demo":
-        from agent.demo import build_demo_agent, default_provider, load_scenario
-
-        scenario = load_scenario()
-        provider = default_provider()
-        return lambda recorder: build_demo_agent(scenario, provider=provider, recorder=recorder)
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise SourceError(f"--agent {spec!r} is neither demo nor MODULE:CALLABLE")
-    try:
-        factory = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise SourceError(f"--agent {spec!r} cannot be loaded: {exc}") from exc
-    if not callable(factory):
-        raise SourceError(f"--agent {spec!r} is not callable")
-    return lambda recorder: factory(recorder=recorder)
 
 
 class InProcessHost:

@@ -30,8 +30,9 @@ def register(group: click.Group) -> None:
     group.add_command(serve_command)
 
 
-def _agent_builder(spec: str) -> tuple[Callable[[Recorder], Agent], str]:
-    """A builder for the ``--agent`` spec and a line describing the model it uses."""
+def agent_builder(spec: str) -> tuple[Callable[[Recorder], Agent], str]:
+    """A builder for the ``--agent`` spec (``footprint serve`` and ``footprint up``) and a line
+    describing the model it uses; a spec that names nothing buildable is a :class:`click.BadParameter`."""
     if spec == "demo":
         from agent.demo import build_demo_agent, default_provider, load_scenario
 
@@ -56,7 +57,23 @@ def _agent_builder(spec: str) -> tuple[Callable[[Recorder], Agent], str]:
         raise click.BadParameter(f"cannot load {spec!r}: {exc}", param_hint="--agent") from exc
     if not callable(factory):
         raise click.BadParameter(f"{spec!r} is not callable", param_hint="--agent")
-    return (lambda recorder: factory(recorder=recorder)), spec
+
+    def build(recorder: Recorder) -> Agent:
+        agent = factory(recorder=recorder)
+        if not isinstance(agent, Agent):
+            raise TypeError(f"it returned {type(agent).__name__}, not an agent.Agent")
+        return agent
+
+    return build, spec
+
+
+def _first_agent(build: Callable[[Recorder], Agent], spec: str, recorder: Recorder) -> Agent:
+    """One agent from ``build``, so a --agent that cannot make one stops the host before it serves."""
+    try:
+        return build(recorder)
+    except Exception as exc:
+        raise click.BadParameter(f"{spec!r} cannot build an agent: {type(exc).__name__}: {exc}",
+                                 param_hint="--agent") from None
 
 
 def _sessions_store(spec: str, store: Store, schema: str = "public") -> SessionStore:
@@ -121,13 +138,14 @@ def serve_command(
     from ._serve import serve
     from ._standing import StandingAgent
 
-    build, described = _agent_builder(agent_spec)
+    build, described = agent_builder(agent_spec)
     store = Store.open(db)
     try:
         recorder = Recorder(store, durability=Durability(durability))
+        first = _first_agent(build, agent_spec, recorder)
         sessions = _sessions_store(sessions_spec, store, sessions_schema)
         if shape == "shared":
-            host = StandingAgent(agent=build(recorder), sessions=sessions, durability=durability,
+            host = StandingAgent(agent=first, sessions=sessions, durability=durability,
                                  on_concurrent_invoke=on_concurrent, recordings=store, close_sessions=True,
                                  host_id=host_id or _host_id(port, db))
         else:
@@ -136,7 +154,7 @@ def serve_command(
                                  recordings=store, close_sessions=True, host_id=host_id or _host_id(port, db))
         gateway = None
         if with_gateway or agents_seed:
-            gateway = _gateway(build(recorder).provider, agents_store, agents_seed, store, recorder, sessions,
+            gateway = _gateway(first.provider, agents_store, agents_seed, store, recorder, sessions,
                                durability, on_concurrent, max_active_sessions, host_id or _host_id(port, db))
         sock = _bind(bind, port)
         actual_port = sock.getsockname()[1]

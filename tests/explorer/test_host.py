@@ -12,11 +12,10 @@ from textual.widgets import RichLog
 from agent import Agent
 from agent.providers import FunctionModel
 from explorer import ExplorerApp, HostSource, StoreSource
-from explorer._host import InProcessHost, agent_builder, attach
+from explorer._host import InProcessHost, attach
 from explorer.components.runs_table import RunsTable
 from explorer.components.sessions_table import SessionsTable
 from explorer.components.snapshot_view import SnapshotView
-from explorer.errors import SourceError
 from explorer.screens.host import HostScreen
 from explorer.screens.run import RunScreen
 from explorer.screens.why import WhyScreen
@@ -205,13 +204,16 @@ def test_explore_with_a_refused_token_fails_before_the_app_opens(
     assert "Traceback" not in err and "right" not in err
 
 
-def test_the_agent_to_host_is_demo_or_an_importable_callable() -> None:
-    assert callable(agent_builder("demo"))
-    assert callable(agent_builder("explorer.sandbox:sandbox_registry"))
-    with pytest.raises(SourceError, match="neither demo nor MODULE:CALLABLE"):
-        agent_builder("nonsense")
-    with pytest.raises(SourceError, match="cannot be loaded"):
-        agent_builder("no_such_module_xyz:build")
+def test_up_takes_the_agent_spec_serve_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from explorer.cli import cli
+
+    monkeypatch.setattr("explorer._commands.has_terminal", lambda: True)
+    for spec, says in (("nonsense", "'nonsense' is not demo, echo or MODULE:CALLABLE"),
+                       ("no_such_module_xyz:build", "cannot load 'no_such_module_xyz:build'")):
+        result = CliRunner().invoke(cli, ["up", "--agent", spec, "--port", "0"])
+        assert result.exit_code == 2 and says in result.output, result.output
 
 
 class FakeHost:

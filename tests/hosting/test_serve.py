@@ -89,6 +89,28 @@ async def test_a_draining_host_refuses_new_turns_and_lets_running_ones_finish() 
     assert stored is not None and stored.status == "answered"
 
 
+def _not_an_agent(recorder: Any) -> str:
+    return "I am a string"
+
+
+def _broken_agent(recorder: Any) -> Any:
+    raise RuntimeError("the config file is missing")
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ("os:getcwd", "TypeError: "), (f"{__name__}:_not_an_agent", "it returned str, not an agent.Agent"),
+    (f"{__name__}:_broken_agent", "RuntimeError: the config file is missing"),
+])
+def test_serve_refuses_an_agent_spec_that_builds_no_agent_before_it_listens(
+    tmp_path: Path, spec: str, says: str
+) -> None:
+    """It used to start, report healthy, and answer every turn with a 500."""
+    result = CliRunner().invoke(cli, ["serve", "--agent", spec, "--port", "0", "--db", str(tmp_path / "s.duckdb")])
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for --agent: {spec!r} cannot build an agent: " in result.output and says in result.output
+    assert "footprint host on" not in result.output
+
+
 def test_serve_refuses_an_unreachable_postgresql_session_store(tmp_path: Path) -> None:
     """A host that could store no turn does not start (it used to start, report healthy and 503 every
     turn); the error names the store with its password masked."""
