@@ -19,7 +19,11 @@ and tools, each model using a random part of its results) and counts how often t
 agent and the decisive stage are the ones the team's construction says (the earliest stage with a
 path of use to the answer), with the counterfactual re-runs it took.
 
-    .venv/bin/python bench/orchestrate.py [--runs 200] [--repeat 5] [--blame 200]
+``--blame-plans N`` blames N generated plan teams (a lead executing a random plan whose steps other
+agents do, one agent's tool planted wrong) and counts how often the culprit and its decisive stage
+are named, and how often a stage of anyone else is convicted.
+
+    .venv/bin/python bench/orchestrate.py [--runs 200] [--repeat 5] [--blame 200] [--blame-plans 200]
 """
 
 from __future__ import annotations
@@ -45,7 +49,13 @@ from agent.orchestration import (
     blame_team,
     plan_tools,
 )
-from agent.orchestration.testing import agents_of, build_team, expected_decisive, random_team
+from agent.orchestration.testing import (
+    agents_of,
+    build_team,
+    expected_decisive,
+    random_plan_team,
+    random_team,
+)
 from agent.providers import FunctionModel, ModelRequest, ModelResponse, ScriptedModel, calls
 from tracer import Recorder, Store
 
@@ -154,11 +164,37 @@ async def blame_cases(cases: int) -> dict[str, float]:
             "seconds": time.perf_counter() - start}
 
 
+async def plan_blame_cases(cases: int) -> dict[str, float]:
+    """Blame ``cases`` generated plan teams (one agent's tool planted wrong): how often the culprit and its
+    decisive stage are named, how often an innocent stage is convicted, and the cost."""
+    agent_right = stage_right = convicted = reruns = 0
+    start = time.perf_counter()
+    for seed in range(cases):
+        spec = random_plan_team(random.Random(seed))
+        with Store.open(":memory:") as store:
+            team = await spec.build(Recorder(store))
+            context = await team.run()
+            report = await blame_team(store, context.run_id or "", agents=team.members, repeats=1)
+            store.flush()
+            culprit = spec.culprit_stages(store, context.run_id or "")
+            carrying = spec.carrying_steps()
+            expected = min((t for t in report.tested if culprit.get(t.stage_id) in carrying),
+                           key=lambda t: t.finished_at, default=None)
+            agent_right += report.responsible_agent == spec.culprit
+            stage_right += expected is not None and report.decisive is expected
+            convicted += any(t.verdict == "flips" and t.stage_id not in culprit for t in report.tested)
+            reruns += sum(len(t.fork_runs) for t in report.tested)
+    return {"cases": cases, "agent": agent_right, "stage": stage_right, "convicted": convicted, "reruns": reruns,
+            "seconds": time.perf_counter() - start}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200, help="team runs per round (default 200)")
     parser.add_argument("--repeat", type=int, default=5, help="rounds per mode; the best is reported (default 5)")
     parser.add_argument("--blame", type=int, default=0, metavar="N", help="also blame N generated teams")
+    parser.add_argument("--blame-plans", type=int, default=0, metavar="N",
+                        help="also blame N generated plan teams with one agent's tool planted wrong")
     args = parser.parse_args()
     best: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="footprint-bench-") as tmp:
@@ -188,6 +224,12 @@ def main() -> None:
         n = found["cases"]
         print(f"blame on {n} generated teams ({found['agents'] / n:.1f} agents each): responsible agent right "
               f"{found['agent']:.0f}/{n}, decisive stage right {found['stage']:.0f}/{n}; "
+              f"{found['reruns'] / n:.1f} re-runs and {found['seconds'] / n * 1000:.0f} ms per team")
+    if args.blame_plans:
+        found = asyncio.run(plan_blame_cases(args.blame_plans))
+        n = found["cases"]
+        print(f"blame on {n} generated plan teams (a culprit's tool planted wrong): culprit named {found['agent']:.0f}/{n}, "
+              f"its decisive stage {found['stage']:.0f}/{n}, an innocent stage convicted in {found['convicted']:.0f}/{n}; "
               f"{found['reruns'] / n:.1f} re-runs and {found['seconds'] / n * 1000:.0f} ms per team")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from tracer import CHILD_RUN, Edge, RunData, Stage, StageKind, StageStatus
+from tracer import Edge, RunData, Stage, StageKind, StageStatus, started_run
 
 from ._format import duration, one_line, tokens
 
@@ -181,7 +181,7 @@ def layout(data: RunData, children: Mapping[str, RunData] | None = None) -> Flow
 
 
 def _child_of(stage: Stage, children: Mapping[str, RunData], drawn: set[str]) -> RunData | None:
-    child = children.get(str(stage.attributes.get(CHILD_RUN, ""))) if stage.kind == StageKind.SUBAGENT else None
+    child = children.get(started_run(stage) or "")
     return child if child is not None and child.run.id not in drawn else None
 
 
@@ -300,7 +300,7 @@ def _layout(data: RunData, children: Mapping[str, RunData], drawn: set[str]) -> 
         framed = inner.get(stage_id)
         _draw_box(chars, styles, box, by_id[stage_id], data, stage_id in leaving and framed is None)
         if framed is not None:
-            child = children[str(by_id[stage_id].attributes[CHILD_RUN])]
+            child = children[started_run(by_id[stage_id]) or ""]
             node_x = box.center - size[stage_id][0] // 2
             all_boxes.update(_draw_frame(chars, styles, framed, child, node_x, box.y + BOX_H, size[stage_id][0],
                                          stage_id in leaving))

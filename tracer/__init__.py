@@ -17,7 +17,7 @@ from ._dropped import DROPPED_SINCE, DroppedContext, dropped_context, left_out
 from ._files import refuse_truncated, restrict_to_owner
 from ._ids import new_id
 from ._json import canonical_json
-from ._lineage import child_run_ids, child_runs
+from ._lineage import child_run_ids, child_runs, started_run
 from ._listeners import RecordedStage, RecordingListener, feed_listener, recorded_stages
 from ._names import item_names, resolve_item
 from ._rank import RankedItem, earlier_verdicts, rank
@@ -150,5 +150,6 @@ __all__ = [
     "run_to_dict",
     "rundata_from_dict",
     "rundata_to_dict",
+    "started_run",
     "why",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._records import CHILD_RUN, StageKind
+from ._records import CHILD_RUN, Stage, StageKind
 from ._rundata import RunData
 from ._why import RunSource
 from .errors import NotFoundError
@@ -17,12 +17,18 @@ from .errors import NotFoundError
 MAX_CHILD_RUNS = 500  # a runaway delegation loop must not load the whole store
 
 
+def started_run(stage: Stage) -> str | None:
+    """The run a ``subagent`` stage started (None: another kind of stage, or one that started none)."""
+    child = stage.attributes.get(CHILD_RUN) if stage.kind == StageKind.SUBAGENT else None
+    return child if isinstance(child, str) and child else None
+
+
 def child_run_ids(data: RunData) -> list[tuple[str, str]]:
     """``(subagent stage id, child run id)`` for each run this run's ``subagent`` stages started, in order."""
     out = []
     for stage in sorted(data.stages, key=lambda s: s.seq):
-        child = stage.attributes.get(CHILD_RUN) if stage.kind == StageKind.SUBAGENT else None
-        if isinstance(child, str) and child:
+        child = started_run(stage)
+        if child is not None:
             out.append((stage.id, child))
     return out
 

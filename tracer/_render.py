@@ -14,10 +14,10 @@ from typing import Any
 
 from ._compare import RunComparison, StagePair
 from ._diff import SnapshotDiff, diff_snapshots, estimate_tokens
+from ._lineage import started_run
 from ._names import item_names
 from ._rank import RankedItem
 from ._records import (
-    CHILD_RUN,
     PARENT_AGENT,
     PARENT_STAGE,
     EdgeKind,
@@ -207,7 +207,7 @@ def _flow_rows(data: RunData, children: Mapping[str, RunData], pad: str, drawn: 
             for i, branch in enumerate(branches):
                 add(_stage_row(data, branch, incoming), "├─ " if i < len(branches) - 1 else "└─ ")
             add(["", "└ join", "", "", "", ""])
-        child = children.get(str(stage.attributes.get(CHILD_RUN, ""))) if stage.kind == StageKind.SUBAGENT else None
+        child = children.get(started_run(stage) or "")
         if child is not None and child.run.id not in drawn:
             rows.append(["", f"{pad}╭─ agent {child.run.agent}", "", child.run.status,
                          duration(child.run.started_at, child.run.ended_at), f"run {child.run.id}"])

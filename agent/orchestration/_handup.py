@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracer import CHILD_RUN, NotFoundError, Recorder, RunData, Stage, StageKind, Store
+from tracer import NotFoundError, Recorder, RunData, Stage, StageKind, Store, started_run
 
 from ..evidence import Comparator, Controls, Edit, EvidenceError, Outcome, counterfactual
 from ..providers import Provider
@@ -60,8 +60,8 @@ class Team:
     def __post_init__(self) -> None:
         for data in self.runs.values():
             for stage in data.stages:
-                child = stage.attributes.get(CHILD_RUN) if stage.kind == StageKind.SUBAGENT else None
-                if isinstance(child, str) and child in self.runs:
+                child = started_run(stage)
+                if child is not None and child in self.runs:
                     self.parents[child] = (data.run.id, stage.id)
 
     async def rerun(self, run_id: str, edit: Edit, forks: list[str], repeats: int = 1) -> list[Outcome]:
@@ -155,7 +155,7 @@ class Team:
                            key=lambda s: s.seq)
         swaps: dict[str, str] = {}  # a sub-agent's recorded answer -> its new one
         for sub in subagents:
-            child = self.runs.get(str(sub.attributes.get(CHILD_RUN, "")))
+            child = self.runs.get(started_run(sub) or "")
             if child is None:
                 continue
             new = answers.get(sub.id)

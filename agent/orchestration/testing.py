@@ -8,7 +8,7 @@
     plan = random_plan_team(random.Random(7))   # a lead executing a plan whose steps other agents do,
     team = await plan.build(recorder)           # one of them (the culprit) with a tool planted wrong
     context = await team.run()
-    plan.influential_steps()                    # the steps whose result reaches the final answer
+    plan.carrying_steps()                       # the culprit's steps whose result reaches the answer
 
 Each agent calls its children one per turn — a tool, or a sub-agent through :func:`agent_tool` —
 then answers with the results of a random subset of them (``uses``). A stage's output therefore
@@ -25,7 +25,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from tracer import Recorder
+from tracer import Recorder, StageKind, Store, started_run
 
 from ..providers import FunctionModel, ModelRequest, ModelResponse, calls
 from ..tools import Tool
@@ -154,19 +154,6 @@ class PlanTeamSpec:
         """The agent named ``name``."""
         return next(a for a in self.agents if a.name == name)
 
-    def influential_steps(self) -> set[int]:
-        """The steps whose result has a path of use to the lead's answer through the culprit's fact."""
-        carries: dict[int, bool] = {}  # step -> its result holds the planted fact
-        for step in self.steps:
-            doer = self.step_agent.get(step.id)
-            if doer is None:  # a condition: its result is true or false, never the fact
-                carries[step.id] = False
-                continue
-            agent = self.agent(doer)
-            fed = any(carries.get(d) for d in step.depends_on)
-            carries[step.id] = (agent.uses_fact and doer == self.culprit) or (agent.uses_task and fed)
-        return {s for s in self.answer_uses if carries[s]}
-
     def carrying_steps(self) -> set[int]:
         """The steps of the culprit whose fact reaches the answer (through their result, then later steps)."""
         used_by: dict[int, set[int]] = {s.id: set() for s in self.steps}
@@ -180,6 +167,19 @@ class PlanTeamSpec:
             reaches[step.id] = step.id in self.answer_uses or any(reaches[u] for u in used_by[step.id])
         return {s for s, r in reaches.items() if r and self.step_agent.get(s) == self.culprit
                 and self.agent(self.culprit).uses_fact}
+
+    def culprit_stages(self, store: Store, lead_run: str) -> dict[str, int]:
+        """The culprit's tool stages in the recorded team run ``lead_run``, each with the plan step its run did."""
+        lead = store.load_run(lead_run)
+        step_of = {s.id: int(s.attributes["step"]) for s in lead.stages if s.kind == StageKind.PLAN_STEP}
+        out: dict[str, int] = {}
+        for sub in lead.stages:
+            child = started_run(sub)
+            if child is None or sub.attributes.get("agent") != self.culprit:
+                continue
+            out.update({s.id: step_of[sub.parent_id or ""] for s in store.load_run(child).stages
+                        if s.kind == StageKind.TOOL})
+        return out
 
     async def build(self, recorder: Recorder | None) -> PlanTeam:
         """The team's agents recording into ``recorder``, and the plan made (not yet run)."""
@@ -268,7 +268,7 @@ def random_plan_team(rng: random.Random, *, max_agents: int = 4, max_steps: int 
         done = [s.id for s in steps if s.id in step_agent]
         spec = PlanTeamSpec(agents, culprit.name, steps, step_agent, decider,
                             sorted(rng.sample(done, rng.randint(1, len(done)))))
-        if spec.influential_steps():
+        if spec.carrying_steps():
             return spec
 
 

@@ -16,7 +16,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from tracer import CHILD_RUN, Item, RunData, SnapshotEntry, Stage, child_run_ids, item_names
+from tracer import Item, RunData, SnapshotEntry, Stage, child_run_ids, item_names, started_run
 
 from .._format import ORIGIN_COLOURS, STAGE_COLOURS, STATUS_COLOURS, clock, cost, one_line, tokens
 from .._prefetch import OpenedRun, RunLoad, missing_snapshots, read_team
@@ -317,8 +317,8 @@ class RunScreen(Screen[None]):
             await self.query_one(StageDetail).show(data, message.stage)
 
     def on_flowchart_stage_opened(self, message: Flowchart.StageOpened) -> None:
-        child = message.stage.attributes.get(CHILD_RUN) if message.stage.kind == "subagent" else None
-        if isinstance(child, str) and child:  # a hand-over to another agent: open the run it started
+        child = started_run(message.stage)
+        if child is not None:  # a hand-over to another agent: open the run it started
             self.app.open_run(child)  # type: ignore[attr-defined]
             return
         detail = self.query_one(StageDetail)

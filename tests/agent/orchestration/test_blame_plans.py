@@ -59,13 +59,7 @@ async def blame_plan(seed: int) -> None:
         assert context.status == "completed" and PLANTED in context.response
         report = await blame_team(store, context.run_id or "", agents=team.members, repeats=1, test_all=True)
         store.flush()
-        lead = store.load_run(context.run_id or "")
-        # the culprit's tool stages, each with the plan step its run did
-        step_of = {s.id: s.attributes["step"] for s in lead.stages if s.kind == "plan_step"}
-        culprit_stages: dict[str, int] = {}
-        for sub in (s for s in lead.stages if s.kind == "subagent" and s.attributes["agent"] == spec.culprit):
-            child = store.load_run(sub.attributes["child_run"])
-            culprit_stages.update({s.id: step_of[sub.parent_id or ""] for s in child.stages if s.kind == "tool"})
+        culprit_stages = spec.culprit_stages(store, context.run_id or "")
         carrying = spec.carrying_steps()
         expected = min((t for t in report.tested if culprit_stages.get(t.stage_id) in carrying),
                        key=lambda t: t.finished_at)
