@@ -23,6 +23,7 @@ from ._personal import (
     InMemoryPersonalMemory,
     MemoryRecord,
     PersonalMemory,
+    check_user_id,
     memory_record,
 )
 from ._prompt import ComposedPrompt, PromptComposer, PromptContext, Section
@@ -62,6 +63,7 @@ __all__ = [
     "ToolFinished",
     "ToolRegistry",
     "ToolStarted",
+    "check_user_id",
     "estimate_item_tokens",
     "memory_record",
     "result_text",

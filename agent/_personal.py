@@ -90,8 +90,7 @@ def memory_record(
     ``name`` may be omitted for the single kinds (timezone, autonomy_level) and for goals and
     memories (a fresh id is given).
     """
-    if not isinstance(user_id, str) or not USER_PATTERN.match(user_id):
-        raise PersonalMemoryError("user_id", f"user id {str(user_id)[:80]!r} must be 1-100 letters, digits or . _ : @ -")
+    check_user_id(user_id)
     if kind not in RECORD_KINDS:
         raise PersonalMemoryError("kind", f"kind {str(kind)[:40]!r} is not one of {', '.join(RECORD_KINDS)}")
     if kind in SINGLE_KINDS:
@@ -125,6 +124,15 @@ def memory_record(
         raise PersonalMemoryError("importance", f"importance {importance!r} must be a number from 0 to 1")
     return MemoryRecord(user_id, kind, name, text, status, float(importance),
                         time.time() if updated_at is None else updated_at)
+
+
+def check_user_id(user_id: object) -> str:
+    """``user_id`` when it is a valid user id; else a :class:`PersonalMemoryError` for ``user_id``
+    saying what one is (every route and record that takes a user checks it here)."""
+    if not isinstance(user_id, str) or not USER_PATTERN.match(user_id):
+        raise PersonalMemoryError("user_id", f"user id {str(user_id)[:80]!r} must be 1-100 letters, digits or "
+                                             f". _ : @ - (starting with a letter or digit)")
+    return user_id
 
 
 def _a(word: str) -> str:

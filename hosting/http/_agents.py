@@ -35,10 +35,9 @@ from ..gateway import AgentDefinition, Gateway, GatewayError
 from ..gateway._definition import ID_PATTERN
 from ..gateway.errors import GatewayRequestError, MemoryRecordNotFoundError
 from ._errors import error_body
-from ._models import MAX_MESSAGE_CHARS, SessionIdText, TurnReplyModel
-from ._params import Offset
+from ._models import MAX_MESSAGE_CHARS, SessionIdText, TurnReplyModel, UserIdText
+from ._params import Offset, UserId
 
-USER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,99}$"
 _DEFINITION_SCHEMA = AgentDefinition.model_json_schema(by_alias=True)
 
 
@@ -93,8 +92,7 @@ class ChatRequest(BaseModel):
 
     message: str = Field("", max_length=MAX_MESSAGE_CHARS)
     session_id: SessionIdText | None = Field(None, description="The conversation to continue; omit to start a new one.")
-    user_id: str | None = Field(None, pattern=USER_PATTERN,
-                                description="Whose personal memory is injected (none when omitted).")
+    user_id: UserIdText | None = Field(None, description="Whose personal memory is injected (none when omitted).")
     decision: str | None = Field(None, min_length=1, max_length=MAX_MESSAGE_CHARS,
                                  description="The answer to the question a paused session asked.")
     turn_id: str | None = Field(None, min_length=1, max_length=200)
@@ -247,22 +245,22 @@ def memory_router(gateway: Gateway) -> APIRouter:
     router = APIRouter(prefix="/api/memory", tags=["memory"])
 
     @router.get("/{user_id}", response_model=MemoryReply, summary="A user's personal memory records")
-    async def records(user_id: str) -> dict[str, Any]:
+    async def records(user_id: UserId) -> dict[str, Any]:
         return {"user_id": user_id, "records": [r.to_dict() for r in await gateway.memory.records(user_id)]}
 
     @router.put("/{user_id}/{kind}/{name}", response_model=MemoryRecordModel, summary="Add or replace a record")
-    async def put(user_id: str, kind: str, name: str, body: MemoryRecordBody) -> dict[str, Any]:
+    async def put(user_id: UserId, kind: str, name: str, body: MemoryRecordBody) -> dict[str, Any]:
         record = memory_record(user_id, kind, body.text, name=name, status=body.status, importance=body.importance)
         return (await gateway.memory.put(record)).to_dict()
 
     @router.post("/{user_id}/{kind}", response_model=MemoryRecordModel, status_code=201,
                  summary="Add a goal or memory under a fresh name")
-    async def add(user_id: str, kind: str, body: MemoryRecordBody) -> JSONResponse:
+    async def add(user_id: UserId, kind: str, body: MemoryRecordBody) -> JSONResponse:
         record = memory_record(user_id, kind, body.text, status=body.status, importance=body.importance)
         return JSONResponse((await gateway.memory.put(record)).to_dict(), status_code=201)
 
     @router.delete("/{user_id}/{kind}/{name}", summary="Remove a record")
-    async def delete(user_id: str, kind: str, name: str) -> dict[str, Any]:
+    async def delete(user_id: UserId, kind: str, name: str) -> dict[str, Any]:
         if not await gateway.memory.delete(user_id, f"{kind}/{name}"):
             raise MemoryRecordNotFoundError(f"user {user_id!r} has no {kind} record {name!r}")
         return {"deleted": f"{kind}/{name}"}

@@ -7,6 +7,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from agent import check_user_id
+from agent.errors import PersonalMemoryError
+
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,199}$"
 SESSION_ID_RULE = "1-200 letters, digits or . _ : @ - (starting with a letter or digit)"
 MAX_MESSAGE_CHARS = 100_000
@@ -19,6 +22,16 @@ def check_session_id(value: str) -> str:
         raise ValueError(f"session id {value[:80]!r} must be {SESSION_ID_RULE}")
     return value
 
+
+def _checked_user_id(value: str) -> str:
+    try:
+        return check_user_id(value)
+    except PersonalMemoryError as exc:
+        raise ValueError(str(exc)) from None
+
+
+#: A user id (whose personal memory), checked as a memory record checks it, in a body or a path.
+UserIdText = Annotated[str, AfterValidator(_checked_user_id)]
 
 #: A session id, checked the same way in a body field and in a path (one rule, one error, 422).
 SessionIdText = Annotated[str, AfterValidator(check_session_id),

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Path, Query
 
-from ._models import SESSION_ID_RULE, SessionIdText
+from ._models import SESSION_ID_RULE, SessionIdText, UserIdText
 
 #: A route parameter ``session_id: SessionId`` is validated like the ``session_id`` of a request
 #: body: a bad one is a 422 ``invalid_request`` naming ``session_id`` and what a session id is.
@@ -17,3 +17,6 @@ MAX_OFFSET = 2**63 - 1
 
 #: A page's ``offset``: 0 or more, at most :data:`MAX_OFFSET`.
 Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="How many to skip (0 or more).")]
+
+#: A route parameter ``user_id: UserId`` is validated like the ``user_id`` of a chat body.
+UserId = Annotated[UserIdText, Path(description="1-100 letters, digits or . _ : @ - (a letter or digit first)")]

@@ -161,6 +161,22 @@ async def test_personal_memory_routes(client: httpx.AsyncClient) -> None:
     assert gone.status_code == 404 and error_of(gone)["code"] == "not_found"
 
 
+@pytest.mark.parametrize("bad", ["bad user", "-dash", "x" * 101, "ünï"])
+async def test_every_route_that_takes_a_user_id_refuses_a_bad_one_the_same_way(client: httpx.AsyncClient,
+                                                                               bad: str) -> None:
+    """In a path or in a chat body: 422, field user_id, what a user id is (GET and DELETE answered 200/404)."""
+    requests = [("GET", f"/api/memory/{bad}", None), ("DELETE", f"/api/memory/{bad}/fact/x", None),
+                ("PUT", f"/api/memory/{bad}/fact/x", {"text": "x"}), ("POST", f"/api/memory/{bad}/goal", {"text": "x"}),
+                ("POST", "/api/agents/research/chat", {"message": "hi", "user_id": bad})]
+    for method, path, body in requests:
+        reply = await client.request(method, path, json=body)
+        assert reply.status_code == 422, (method, path, reply.text)
+        error = error_of(reply)
+        assert error["field"] == "user_id", (path, error)
+        assert error["message"].startswith("user_id: user id ") and "must be 1-100 letters, digits or" in error[
+            "message"], (path, error)
+
+
 async def test_every_route_wants_the_token_and_is_in_the_openapi_spec(client: httpx.AsyncClient) -> None:
     for method, path in (("GET", "/api/agents"), ("POST", "/api/agents/research/chat"), ("GET", "/api/memory/a")):
         response = await client.request(method, path, headers={"Authorization": "Bearer wrong"})
