@@ -188,7 +188,9 @@ class RunsScreen(Screen[None]):
         unfiltered = replace(message.where, forks=True) == RunFilter()  # hiding re-runs is not a filter
         what = "runs" if unfiltered else "matching runs"
         if message.total == 0:
-            text = "no runs yet: record some (footprint demo), or chat in the sandbox (p)" if unfiltered \
+            # p opens the sandbox only where it can write personas (footprint explore opens read-only)
+            chat = "chat in the sandbox (p)" if self.check_action("sandbox", ()) else "chat in footprint sandbox"
+            text = f"no runs yet: record some (footprint demo), or {chat}" if unfiltered \
                 else "no run matches; c clears the filters"
         else:
             text = f"{message.loaded:,} of {message.total:,} {what} loaded · enter opens · ? keys"

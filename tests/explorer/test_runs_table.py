@@ -90,12 +90,16 @@ async def test_re_runs_are_hidden_until_x_shows_them(
         assert table.row_count == 3
 
 
+@pytest.mark.parametrize(("read_only", "hint"), [(False, "chat in the sandbox (p)"),
+                                               (True, "chat in footprint sandbox")])
 async def test_an_empty_store_says_how_to_get_runs(
-    open_app: Callable[..., ExplorerApp], tmp_path: Path, settle: Any
+    open_app: Callable[..., ExplorerApp], tmp_path: Path, settle: Any, read_only: bool, hint: str
 ) -> None:
+    """The hint offers p only where p opens the sandbox (footprint explore opens the store read-only)."""
     path = tmp_path / "empty.duckdb"
     Store.open(path).close()
-    app = open_app(path)
+    app = open_app(path, read_only=read_only)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        assert "no runs yet" in str(app.screen.query_one("#runs-status").render())
+        status = str(app.screen.query_one("#runs-status").render())
+        assert status == f"no runs yet: record some (footprint demo), or {hint}", status
