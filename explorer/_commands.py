@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from agent.evidence.cli import provider_option, tools_option
 from tracer import DEFAULT_PATH, Store, refuse_truncated
 
 from ._terminal import has_terminal
@@ -24,12 +25,15 @@ def _need_terminal(command: str) -> None:
 @click.option("--host", "host_url", metavar="URL", help="Attach to a running host's read API instead of a file.")
 @click.option("--token", envvar="FOOTPRINT_TOKEN", help="Bearer token for --host.")
 @click.option("--run", "run_ref", metavar="RUN", help="Open this run (an id, a unique prefix, or 'last').")
-def explore(db: Path, host_url: str | None, token: str | None, run_ref: str | None) -> None:
+@provider_option
+@tools_option
+def explore(db: Path, host_url: str | None, token: str | None, run_ref: str | None, provider_name: str,
+            tools_ref: str | None) -> None:
     """Browse recorded runs, their flowcharts and snapshots, and ask why an answer was given.
 
     Opens the store --db read-only, so the other footprint commands keep working on it while the
     explorer is open; a re-run (replay, counterfactual, blame) holds it for writing only while it
-    runs. With --host it attaches to a standing-agent host in another process instead. Press ?
+    runs, answered by --provider with --tools, as `footprint blame` takes them. With --host it attaches to a standing-agent host in another process instead. Press ?
     in any screen for its keys.
     """
     if host_url and click.get_current_context().get_parameter_source("db") is click.core.ParameterSource.COMMANDLINE:
@@ -38,11 +42,14 @@ def explore(db: Path, host_url: str | None, token: str | None, run_ref: str | No
         refuse_truncated(str(db))  # the same refusal as every command, terminal or not
     _need_terminal("explore")
     from ._open import build_app
+    from ._verdicts import chosen_evidence
 
+    provider_for, tools_for = chosen_evidence(provider_name, tools_ref)  # the re-runs' model, as blame's
     if host_url:
         from ._host import attach
 
         app = attach(host_url, token=token, run_ref=run_ref)
+        app.evidence_provider, app.evidence_tools = provider_for, tools_for
         app.run()
         return
     if not db.exists():
@@ -50,7 +57,9 @@ def explore(db: Path, host_url: str | None, token: str | None, run_ref: str | No
     store = Store.open(db, read_only=True)
     try:
         run_id = store.resolve_run_id(run_ref) if run_ref else None
-        build_app(store, run_id=run_id).run()
+        app = build_app(store, run_id=run_id)
+        app.evidence_provider, app.evidence_tools = provider_for, tools_for
+        app.run()
     finally:
         store.close()
 

@@ -35,6 +35,18 @@ def default_tools_for(run: Run) -> Sequence[Tool] | ToolRegistry:
     return load_tools(run, None)
 
 
+def chosen_evidence(provider_name: str = "auto", tools_ref: str | None = None) -> tuple[ProviderFor, ToolsFor]:
+    """The model and tools re-runs use when given ``--provider`` and ``--tools`` as ``footprint blame`` takes
+    them; a MODULE:FUNC that cannot be loaded fails here (click.BadParameter), before any screen opens."""
+    probe = Run(id="-", session_id=None, agent="-", status="answered", input="", output=None, model=None,
+                started_at=0.0)
+    if ":" in provider_name or provider_name not in ("auto", "openai"):
+        live_provider(probe, provider_name)  # what does not need the run: a name or a MODULE:FUNC
+    if tools_ref is not None:
+        load_tools(probe, tools_ref)
+    return (lambda run: live_provider(run, provider_name)), (lambda run: load_tools(run, tools_ref))
+
+
 @dataclass
 class Verdict:
     """What an evidence action found: a headline verdict, lines of detail, and the runs it recorded."""

@@ -86,3 +86,26 @@ def test_a_command_refusing_prints_the_one_error_line_every_command_prints(
     monkeypatch.setattr("explorer._commands.has_terminal", lambda: True)
     code, _, err = _exit(["explore", "--db", str(tmp_path / "x.duckdb")], capsys)
     assert code == 1 and err.startswith(f"footprint: error: no footprint store at {tmp_path / 'x.duckdb'}"), err
+
+
+def test_explore_takes_the_provider_and_tools_blame_takes(
+    sample_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The why screen's re-runs are answered by --provider (its advice names it), checked before the app opens."""
+    from agent.providers._demo import OfflineDemoModel
+    from explorer import ExplorerApp
+    from tracer import Store
+
+    opened: list[ExplorerApp] = []
+    monkeypatch.setattr("explorer._commands.has_terminal", lambda: True)
+    monkeypatch.setattr(ExplorerApp, "run", lambda self, *a, **k: opened.append(self))
+    code, out, err = _exit(["explore", "--db", str(sample_path), "--provider", "no_such_module_xyz:model"], capsys)
+    assert (code, out, opened) == (2, "", []) and "cannot load no_such_module_xyz:model" in err, err
+    code, _, err = _exit(["explore", "--db", str(sample_path), "--tools", "no_such_module_xyz:tools"], capsys)
+    assert (code, opened) == (2, []) and "cannot load no_such_module_xyz:tools" in err, err
+    assert _exit(["explore", "--db", str(sample_path), "--provider", "offline-demo"], capsys)[0] == 0
+    app = opened[-1]
+    with Store.open(sample_path, read_only=True) as store:
+        run = store.list_runs(limit=1)[0]
+    assert app.evidence_provider is not None and isinstance(app.evidence_provider(run), OfflineDemoModel)
+    assert app.evidence_tools is not None and app.evidence_tools(run) is not None
