@@ -131,7 +131,8 @@ def up(db: str | Path, build: AgentBuilder, *, port: int = 8080, token: str | No
                     StoreSource(store, live=True), host=client, start="host",
                     personas=PersonaStore(store, known_tools=sandbox_registry().names()),
                 )
-                app.sub_title = f"{store.path} · host {running.url}"
+                # the URL first: it is what another process attaches with, and a narrow title cuts its end
+                app.sub_title = f"host {running.url} · {store.path}"
                 app.run()
             finally:
                 client.close()

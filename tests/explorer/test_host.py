@@ -204,6 +204,18 @@ def test_explore_with_a_refused_token_fails_before_the_app_opens(
     assert "Traceback" not in err and "right" not in err
 
 
+def test_up_titles_the_app_with_the_host_url_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --port 0 the title is where the port shows: it leads, so 80 columns do not cut it off."""
+    from explorer._host import up
+
+    titles: list[str] = []
+    monkeypatch.setattr(ExplorerApp, "run", lambda self, *a, **k: titles.append(self.sub_title))
+    up(tmp_path / "up.duckdb", _echo_agent, port=0)
+    assert len(titles) == 1 and titles[0].startswith("host http://127.0.0.1:"), titles
+    port = titles[0].split(" ")[1].rsplit(":", 1)[1]
+    assert port.isdigit() and int(port) > 0 and titles[0].endswith(str(tmp_path / "up.duckdb"))
+
+
 def test_up_takes_the_agent_spec_serve_takes(monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
