@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import textwrap
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -33,10 +34,25 @@ from ._why import Evidence, EvidenceNode
 _SPACES = re.compile(r"\s+")
 
 
+def cells(text: str) -> int:
+    """How many terminal columns ``text`` takes: a wide character (CJK, most emoji) two, a combining mark none."""
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
 def one_line(text: str | None, width: int = 60) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    """``text`` on one line, cut to ``width`` terminal columns with an ellipsis."""
     flat = _SPACES.sub(" ", text or "").strip()
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    if cells(flat) <= width:
+        return flat
+    kept, used = [], 0
+    for char in flat:
+        used += cells(char)
+        if used > width - 1:
+            break
+        kept.append(char)
+    return "".join(kept) + "…"
 
 
 def wrapped(label: str, text: str | None, *, width: int = 100, pad: int = 9) -> list[str]:
@@ -61,16 +77,18 @@ def duration_text(seconds: float) -> str:
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, right: Iterable[int] = ()) -> list[str]:
     """Aligned columns; ``right`` names the columns to right-align (numbers)."""
-    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in cells:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    rows_text = [[("" if v is None else str(v)) for v in row] for row in rows]
+    widths = [cells(h) for h in headers]
+    for row in rows_text:
+        widths = [max(w, cells(c)) for w, c in zip(widths, row, strict=True)]
     align_right = set(right)
 
     def fmt(row: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in align_right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+        padded = ((" " * (w - cells(c)) + c) if i in align_right else (c + " " * (w - cells(c)))
+                  for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        return "  ".join(padded).rstrip()
 
-    return [fmt(headers), fmt(["-" * w for w in widths]), *(fmt(r) for r in cells)]
+    return [fmt(headers), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows_text)]
 
 
 def when(timestamp: float | None) -> str:
@@ -98,7 +116,7 @@ def runs_table(runs: Sequence[Run], stage_counts: dict[str, int], *, width: int 
         for r in runs
     ]
     headers = ("run", "started", "agent", "session", "status", "stages", "tokens", "input")
-    used = sum(max(len(h), *(len(row[i]) for row in rows)) + 2 for i, h in enumerate(headers[:-1])) if rows else 0
+    used = sum(max(cells(h), *(cells(row[i]) for row in rows)) + 2 for i, h in enumerate(headers[:-1])) if rows else 0
     for row in rows:
         row[-1] = one_line(row[-1], max(20, width - used))
     return table(headers, rows, right=(5, 6))

@@ -10,6 +10,8 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner, Result
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracer import ContextItem, EdgeKind, Item, Origin, Recorder, Store
 from tracer import cli as tracer_cli
@@ -242,3 +244,20 @@ def test_errors_are_one_line_on_stderr_without_a_traceback(db: str, tmp_path: Pa
         assert "Traceback" not in done.stderr and done.stdout == ""
     assert not (tmp_path / "missing.duckdb").exists()
     assert text_file.read_text() == "not a database"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.text(alphabet="ab日本🦆é\u0301 ", max_size=8), min_size=2, max_size=2), min_size=1,
+                max_size=5),
+       st.integers(min_value=2, max_value=12))
+def test_tables_line_up_in_terminal_columns_with_wide_characters(rows: list[list[str]], width: int) -> None:
+    """CJK and emoji take two columns, a combining accent none: every row's columns start where the header's do."""
+    from tracer._render import cells, one_line, table
+
+    lines = table(["first", "second"], [[first, f"|{second}"] for first, second in rows])
+    start = lines[1].index("  -") + 2  # where the second column starts, in columns
+    for line, row in zip(lines[2:], rows, strict=True):
+        assert cells(line[: line.index("|")]) == start, (line, row)
+    for text in (r[0] for r in rows):
+        cut = one_line(text, width)
+        assert cells(cut) <= width and (cut == " ".join(text.split()) or cut.endswith("…"))
