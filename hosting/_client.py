@@ -91,7 +91,8 @@ class RecordingsClient:
 
     def _runs_page(self, where: RunFilter, limit: int, offset: int) -> dict[str, Any]:
         params = {"session": where.session_id, "agent": where.agent, "status": where.status,
-                  "search": where.search, "label": where.label, "forks": where.forks, "limit": limit,
+                  "search": where.search, "label": where.label, "forks": where.forks,
+                  "children": where.children, "limit": limit,
                   "offset": offset}
         result: dict[str, Any] = self._request("GET", "/v1/recordings/runs", params=params)
         return result

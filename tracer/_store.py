@@ -82,6 +82,11 @@ class RunFilter:
     search: str | None = None
     label: str | None = None
     forks: bool = True  # False: leave out runs forked from another (replays, counterfactual re-runs)
+    children: bool = True  # False: leave out the runs sub-agents made for another run (reached through it)
+
+
+#: A run a sub-agent made for another run (its ``parent_run`` attribute names that run).
+_IS_CHILD = f"coalesce(json_extract_string(attributes, '$.{PARENT_RUN}') IS NOT NULL, false)"
 
 
 def _marks(values: Sequence[Any]) -> str:
@@ -522,8 +527,8 @@ class Store:
         """
         if ref in ("last", "latest"):
             rows = self.query(
-                "SELECT id FROM fp_run ORDER BY forked_from_run IS NOT NULL, "
-                f"json_extract_string(attributes, '$.{PARENT_RUN}') IS NOT NULL, started_at DESC, id DESC LIMIT 1")
+                f"SELECT id FROM fp_run ORDER BY forked_from_run IS NOT NULL, {_IS_CHILD}, started_at DESC, id DESC "
+                "LIMIT 1")
             if not rows:
                 raise NotFoundError(f"{self.path} has no runs yet")
             return str(rows[0][0])
@@ -561,6 +566,8 @@ class Store:
                 params.append(value)
         if not where.forks:
             clauses.append("forked_from_run IS NULL")
+        if not where.children:
+            clauses.append(f"NOT {_IS_CHILD}")
         if where.label is not None:
             clauses.append("list_contains(labels, ?)")
             params.append(where.label)

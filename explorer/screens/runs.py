@@ -18,9 +18,10 @@ from tracer import RunFilter
 from ..components.runs_table import RunsTable
 
 STATUSES = (None, "answered", "failed", "awaiting", "cancelled", "running")
-# Re-runs made by replay, counterfactual and blame are forks of a recorded run: hidden until asked
-# for, so the runs people made stay in view (x shows them).
-DEFAULT_FILTER = RunFilter(forks=False)
+# Re-runs made by replay, counterfactual and blame are forks of a recorded run, and a sub-agent's run
+# is drawn inside the run it was made for: both hidden until asked for, so the runs people made stay
+# in view and the newest row is a run a person started (x shows them).
+DEFAULT_FILTER = RunFilter(forks=False, children=False)
 
 
 class RunsScreen(Screen[None]):
@@ -134,13 +135,14 @@ class RunsScreen(Screen[None]):
         self._apply(session_id=run.session_id)
 
     def action_forks(self) -> None:
-        """Show or hide the re-runs (runs forked from another by replay, counterfactual or blame)."""
-        self._apply(forks=not self.where.forks)
+        """Show or hide the re-runs (runs forked from another by replay, counterfactual or blame) and the
+        sub-agents' runs (drawn inside the runs they were made for)."""
+        self._apply(forks=not self.where.forks, children=not self.where.forks)
 
     def action_clear(self) -> None:
         """Drop every filter and the search (re-runs stay as they were)."""
         self.query_one("#runs-search", Input).value = ""
-        self.where = replace(DEFAULT_FILTER, forks=self.where.forks)
+        self.where = replace(DEFAULT_FILTER, forks=self.where.forks, children=self.where.children)
         self._show_filters()
         self.table.reload(self.where, keep_cursor=False)
 
@@ -185,7 +187,7 @@ class RunsScreen(Screen[None]):
         self.app.open_agents()  # type: ignore[attr-defined]
 
     def on_runs_table_counted(self, message: RunsTable.Counted) -> None:
-        unfiltered = replace(message.where, forks=True) == RunFilter()  # hiding re-runs is not a filter
+        unfiltered = replace(message.where, forks=True, children=True) == RunFilter()  # hiding them is no filter
         what = "runs" if unfiltered else "matching runs"
         if message.total == 0:
             # p opens the sandbox only where it can write personas (footprint explore opens read-only)

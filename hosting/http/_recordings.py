@@ -51,11 +51,14 @@ def recordings_router(get_store: Callable[[], Store]) -> APIRouter:
         label: str | None = None,
         forks: Annotated[bool, Query(description="true: include the re-runs forked from a recorded run "
                                              "(replays, counterfactual and blame runs)")] = False,
+        children: Annotated[bool, Query(description="false: leave out the runs sub-agents made for another run "
+                                                "(reached through that run)")] = True,
         limit: Annotated[int, Query(ge=0, le=MAX_PAGE)] = 50,
         offset: Offset = 0,
     ) -> dict[str, Any]:
         store = fresh()
-        where = RunFilter(session_id=session, agent=agent, status=status, search=search, label=label, forks=forks)
+        where = RunFilter(session_id=session, agent=agent, status=status, search=search, label=label, forks=forks,
+                          children=children)
         runs = store.list_runs(where, limit=limit, offset=offset)
         return {"runs": [run_to_dict(r) for r in runs], "total": store.count_runs(where)}
 

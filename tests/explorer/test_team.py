@@ -10,6 +10,7 @@ from agent.orchestration import AgentConfig, AgentOrchestrator, agent_tool
 from agent.providers import FunctionModel, ModelRequest, ModelResponse, calls
 from explorer import ExplorerApp
 from explorer.components.flowchart import Flowchart
+from explorer.components.runs_table import RunsTable
 from explorer.components.snapshot_view import SnapshotView
 from explorer.components.stage_detail import StageDetail
 from explorer.screens.run import RunScreen
@@ -82,3 +83,20 @@ async def test_a_team_run_draws_its_agents_runs_inside_its_flowchart(
         chart.select("s-000088")
         await settle(pilot)
         assert "▸" not in str(screen.query_one("#run-title").render())
+
+
+async def test_the_runs_table_lists_the_team_run_and_x_shows_its_agents_runs(
+    open_app: Callable[..., ExplorerApp], team_path: Path, settle: Any
+) -> None:
+    app = open_app(team_path, read_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(RunsTable)
+        # the researcher's decision (r-000004) started last, but it is the lead's run a person made
+        assert table.row_count == 1 and table.current_run is not None and table.current_run.id == "r-000001"
+        await pilot.press("x")
+        await settle(pilot)
+        assert table.row_count == 4 and table.current_run is not None and table.current_run.id == "r-000004"
+        await pilot.press("x")
+        await settle(pilot)
+        assert table.row_count == 1

@@ -42,6 +42,11 @@ def test_client_mirrors_the_store_read_methods(store: Store) -> None:
         store.flush()
         assert client.count_runs() == 4 and client.count_runs(RunFilter(forks=False)) == 3
         assert fork.id not in [r.id for r in client.list_runs(RunFilter(forks=False))]
+        child = Recorder(store).start_run(agent="helper", input="help", attributes={"parent_run": ids[2]})
+        child.end("answered", output="helped")
+        store.flush()
+        assert client.count_runs(RunFilter(children=False)) == 4 and client.count_runs() == 5
+        assert child.id not in [r.id for r in client.list_runs(RunFilter(children=False))]
         assert client.get_run(ids[0]) == store.get_run(ids[0])
         assert client.resolve_run_id("last") == store.resolve_run_id("last")
         prefix = next(ids[1][:n] for n in range(4, len(ids[1])) if sum(i.startswith(ids[1][:n]) for i in ids) == 1)

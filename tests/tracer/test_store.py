@@ -211,6 +211,13 @@ def test_list_filter_and_resolve(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match="no run matches"):
         store.resolve_run_id("r-zzz")
     assert [r.id for r in store.session_runs("s1")] == ids[:2]
+    # a run a sub-agent made for another (started after it): listed unless asked not to, never "last"
+    child = Recorder(store).start_run(agent="helper", input="help", attributes={"parent_run": ids[0]})
+    child.end("answered", output="helped")
+    store.flush()
+    assert store.resolve_run_id("last") == ids[2], "a sub-agent's run is reached through its parent"
+    assert store.count_runs() == 4 and store.count_runs(RunFilter(children=False)) == 3
+    assert child.id not in [r.id for r in store.list_runs(RunFilter(children=False))]
     store.close()
 
 
