@@ -31,6 +31,7 @@ from tracer import (
 from .errors import HostAuthError, HostClientError
 
 _ALL = RunFilter()
+_NOT_JSON = object()
 
 
 class RecordingsClient:
@@ -54,13 +55,20 @@ class RecordingsClient:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise HostClientError(f"cannot reach the footprint host at {self.base_url}: {exc}") from exc
-        if response.status_code < 400:
-            return response.json()
         try:
-            error = response.json().get("error", {})
+            body = response.json()
         except ValueError:
-            error = {}
-        message = error.get("message") or response.text[:300] or response.reason_phrase
+            body = _NOT_JSON
+        error = body.get("error") if isinstance(body, dict) else None
+        if response.status_code < 400 and body is not _NOT_JSON:
+            return body
+        if not isinstance(error, dict) or not error.get("message"):
+            # not the host's JSON: another server (a web page, a proxy's error) answers at this address
+            raise HostClientError(
+                f"{self.base_url}{path} answered {response.status_code} {response.reason_phrase}, and not as a "
+                f"footprint host does: is {self.base_url} the address footprint serve printed?",
+                status=response.status_code)
+        message = str(error["message"])
         code = error.get("code")
         if response.status_code == 401:
             raise HostAuthError(f"{self.base_url}: {message}", status=401, code=code)

@@ -107,6 +107,22 @@ def test_client_names_an_unreachable_host() -> None:
         client.count_runs()
 
 
+@pytest.mark.parametrize(("status", "body"), [(404, b"<!DOCTYPE HTML><html><h1>File not found</h1></html>"),
+                                              (502, b"Bad Gateway"), (200, b"<html>a web page</html>"),
+                                              (404, b'{"detail": "Not Found"}')])
+def test_an_address_that_is_not_a_footprint_host_is_named_not_its_page_dumped(status: int, body: bytes) -> None:
+    import httpx2 as httpx
+
+    transport = httpx.MockTransport(lambda request: httpx.Response(status, content=body))
+    with RecordingsClient("http://elsewhere:8000", transport=transport) as client:
+        with pytest.raises(HostClientError) as refused:
+            client.count_runs()
+    message = str(refused.value)
+    assert message.startswith(f"http://elsewhere:8000/v1/recordings/runs answered {status} ")
+    assert "not as a footprint host does: is http://elsewhere:8000 the address footprint serve printed?" in message
+    assert "<html" not in message.lower() and not isinstance(refused.value, NotFoundError)
+
+
 def test_why_over_http_takes_an_item_by_its_name_like_the_command(store: Store) -> None:
     """`why?item=` resolves an item as `footprint why --item` does: its name, its hash or a prefix."""
     from click.testing import CliRunner
