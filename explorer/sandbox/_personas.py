@@ -19,6 +19,10 @@ CONVERSATIONS = "sandbox.conversation"
 FIELDS = ("name", "persona", "discloses_ai", "tools")
 
 
+#: The longest persona name (the sandbox's forms take no more, so nothing typed is lost to a refusal).
+MAX_NAME = 64
+
+
 @dataclass(frozen=True)
 class Persona:
     """A saved agent of the sandbox."""
@@ -98,8 +102,8 @@ class PersonaStore:
         name = persona.name.strip()
         if not name:
             raise SandboxError("a persona needs a name")
-        if len(name) > 64:
-            raise SandboxError(f"the name {name[:20]!r}… is {len(name)} characters; keep it to 64")
+        if len(name) > MAX_NAME:
+            raise SandboxError(f"the name {name[:20]!r}… is {len(name)} characters; keep it to {MAX_NAME}")
         other = self.find(name)
         if other is not None and other.id != persona.id:
             raise SandboxError(f"there is already a persona called {other.name!r}; pick another name")

@@ -14,6 +14,7 @@ from textual.widgets.option_list import Option
 
 from .._format import one_line
 from ..sandbox import FIELDS, Persona
+from ..sandbox._personas import MAX_NAME
 
 _LABELS = {"name": "Name", "persona": "Persona", "discloses_ai": "Discloses being an AI", "tools": "Tools"}
 
@@ -74,7 +75,7 @@ class FieldEditorScreen(ModalScreen[Any]):
             yield Static(f"{persona.name}: {_LABELS[field]}", classes="form-title")
             if field == "name":
                 # prefilled and not selected: typing edits the name in place instead of replacing it
-                yield Input(value=persona.name, id="value", select_on_focus=False)
+                yield Input(value=persona.name, id="value", select_on_focus=False, max_length=MAX_NAME)
             elif field == "persona":
                 yield TextArea(persona.persona, id="value", soft_wrap=True, show_line_numbers=False)
             elif field == "discloses_ai":

@@ -11,6 +11,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, SelectionList, Static, TextArea
 
+from ..sandbox._personas import MAX_NAME
+
 
 class PersonaFormScreen(ModalScreen[dict[str, Any] | None]):
     """The new persona's fields; ctrl+s (or Create) returns them, escape cancels."""
@@ -28,7 +30,7 @@ class PersonaFormScreen(ModalScreen[dict[str, Any] | None]):
         with Vertical(id="persona-form", classes="form"):
             yield Static("New persona", classes="form-title")
             yield Label("Name")
-            yield Input(placeholder="e.g. Ada", id="name")
+            yield Input(placeholder="e.g. Ada", id="name", max_length=MAX_NAME)
             yield Label("Persona (who it is, how it talks)")
             yield TextArea(id="persona", soft_wrap=True, show_line_numbers=False)
             yield Checkbox("Discloses being an AI", value=True, id="discloses")

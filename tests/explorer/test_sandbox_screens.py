@@ -121,6 +121,30 @@ async def test_a_persona_without_name_is_not_created(
         assert isinstance(app.screen, SandboxScreen) and app.screen.personas == []
 
 
+async def test_a_name_past_the_limit_cannot_be_typed_so_nothing_typed_is_lost(
+    open_app: Callable[..., ExplorerApp], sample_copy: Path, settle: Any
+) -> None:
+    """The store refuses a name over 64 characters after the form closed (its text lost); the form stops at 64."""
+    from textual.widgets import Input
+
+    from explorer.sandbox._personas import MAX_NAME
+
+    app = open_app(sample_copy, start="sandbox")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("n", *("Ä" * (MAX_NAME + 10)), "enter", *"A friendly bot.", "ctrl+s")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, SandboxScreen)
+        assert [p.name for p in screen.personas] == ["Ä" * MAX_NAME] and not app._notifications
+        await pilot.press("e")
+        await settle(pilot)
+        await pilot.press("enter")  # the name field
+        await settle(pilot)
+        await pilot.press("end", *"more")
+        assert len(app.screen.query_one("#value", Input).value) == MAX_NAME
+
+
 async def test_a_duplicate_name_is_refused_with_a_message(
     open_app: Callable[..., ExplorerApp], sample_copy: Path, settle: Any
 ) -> None:
