@@ -266,7 +266,7 @@ def build_synthetic(path: str, runs: int) -> int:
     con.execute(f"""
         INSERT INTO fp_snapshot
         SELECT run_id, stage_id, string_agg(item_hash || chr(27) || origin, chr(31) ORDER BY p),
-               repeat('1', count(*)::INTEGER), ''
+               repeat('1', count(*)::INTEGER), '', stage_id, 0, 0, 0, count(*)::INTEGER, 0, 0, 0, 0, NULL
         FROM (
             SELECT r, k, p, printf('r-%012x-%010x', {base_ms} + r, r) AS run_id,
                    printf('s-%012x-%010x', {base_ms} + r, r * 10 + k) AS stage_id,

@@ -26,6 +26,7 @@ import os
 import struct
 import threading
 import zlib
+from typing import Any
 
 import msgspec
 
@@ -59,13 +60,22 @@ def decode_bundle(payload: bytes) -> Bundle | StageRows:
     if value[0] == "s":
         rows = StageRows()
         rows.stage = tuple(value[1])
-        rows.snapshot = None if value[2] is None else tuple(value[2])
+        rows.snapshot = None if value[2] is None else _snapshot_row(value[2])
         rows.items = None if value[3] is None else [tuple(r) for r in value[3]]
         rows.other = None if value[4] is None else {t: [tuple(r) for r in rs] for t, rs in value[4].items()}
         return rows
-    bundle = Bundle({t: [tuple(r) for r in rs] for t, rs in value[1].items()})
+    bundle = Bundle({t: [_snapshot_row(r) if t == "fp_snapshot" else tuple(r) for r in rs]
+                     for t, rs in value[1].items()})
     bundle.run_ends = [tuple(r) for r in value[2]]
     return bundle
+
+
+def _snapshot_row(row: list[Any]) -> tuple[Any, ...]:
+    """A journaled ``fp_snapshot`` row; one journaled before snapshots were chained (schema 2) is a
+    whole snapshot, a chain of its own."""
+    if len(row) == 5:
+        return (*row, row[1], 0, 0, 0, len(row[2].split("\x1f")) if row[2] else 0, 0, 0, 0, 0, None)
+    return tuple(row)
 
 
 def _record(number: int, payload: bytes) -> bytes:

@@ -436,7 +436,9 @@ class StageRecording:
             None if error is None else policy.text(error), edges, outputs,
         )
         if self._inputs or self._dropped:
-            recorder._snapshots.add(bundle, run_id, self.id, self._inputs, self._dropped)
+            # a session's inferences each see the context the last one saw and what was added since
+            conversation = f"{self.run.session_id or run_id}\x00{self.kind}"
+            recorder._snapshots.add(bundle, run_id, self.id, self._inputs, self._dropped, conversation)
         self.run._written(self.id, bundle, (src for src, _ in self.edges))
         if recorder.listeners:
             recorder._notify("stage_closed", self._recorded(str(status), ended_at, error))

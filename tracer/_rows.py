@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ._records import ContextItem, Edge, Item, Origin, SnapshotEntry
@@ -17,6 +20,11 @@ def item_row(item: Item) -> tuple[Any, ...]:
     return (item.hash, item.kind, text, body)
 
 
+# A snapshot's entries around the conversation, which every call composes again: the system prompt's
+# pieces before it, the tools offered and the settings after it (see SnapshotPacker)
+_HEAD_ORIGINS = frozenset({"prompt_section", "memory"})
+_TAIL_ORIGINS = frozenset({"config"})
+_CHAINS_KEPT = 256  # conversations whose last snapshot a packer remembers (bounds its memory)
 _PACKING = re.compile("[\x1a-\x1f]")  # the separators of a packed snapshot (tracer._schema)
 
 
@@ -59,6 +67,69 @@ def _pack_origin(origin: Origin) -> str:
     return packed
 
 
+@dataclass(slots=True)
+class _ChainEnd:
+    """The last snapshot of a conversation's chain, as the packer wrote it."""
+
+    chain: str  # the stage id of the chain's first snapshot
+    link: int  # 0: the first snapshot itself
+    stage_id: str
+    log: list[str]  # the chain's log: every conversation entry its rows added, in order
+    low: int  # the last snapshot's conversation is log[low:]
+
+
+@dataclass(frozen=True, slots=True)
+class ChainRow:
+    """Where a snapshot's row stands in its chain (the columns ``tracer._schema`` describes)."""
+
+    chain: str
+    link: int
+    log_start: int  # where the entries it appends to the chain's log go
+    low: int  # the conversation it sent is log[low:] (up to the end of what it appended)
+    drop_low: int = 0  # what it left out is log[drop_low:drop_high], each left out by drop_reason
+    drop_high: int = 0
+    drop_reason: str | None = None
+
+
+def _continues(middle: list[str], before: list[str]) -> int:
+    """Where ``middle`` starts in ``before`` (the last snapshot's conversation) when it holds
+    ``before`` from there on and then what was added (the window slid past the rest); -1 when not."""
+    if not middle or not before:
+        return -1
+    try:
+        i = before.index(middle[0])
+    except ValueError:
+        return -1
+    kept = len(before) - i
+    return i if len(middle) >= kept and middle[:kept] == before[i:] else -1
+
+
+def _find(log: list[str], part: list[str]) -> int:
+    """Where ``part`` lies in ``log`` (its first place); -1 when it does not."""
+    if not part:
+        return -1
+    start = 0
+    while True:
+        try:
+            i = log.index(part[0], start)
+        except ValueError:
+            return -1
+        if log[i:i + len(part)] == part:
+            return i
+        start = i + 1
+
+
+def _split(items: Sequence[ContextItem]) -> tuple[int, int]:
+    """The conversation's part of a call's items, as (start, end): the system prompt's pieces are
+    before it, the tools offered and the settings after it."""
+    start, end = 0, len(items)
+    while start < end and items[start].origin.kind in _HEAD_ORIGINS:
+        start += 1
+    while end > start and items[end - 1].origin.kind in _TAIL_ORIGINS:
+        end -= 1
+    return start, end
+
+
 class SnapshotPacker:
     """Packs stages' snapshots into ``fp_snapshot`` rows for one recorder.
 
@@ -67,12 +138,22 @@ class SnapshotPacker:
     snapshot, so packing a snapshot is mostly one attribute read per entry and a join. The token
     changes when the recorder forgets which items it sent (``forget``), since a kept entry stands
     for "this item's row was sent".
+
+    Snapshots of one ``conversation`` (the recorder names it by session and stage kind) form a
+    chain: each row appends to the chain's log only the conversation entries that are new, and
+    names the part of the log it sent and the part its window left out (see ``tracer._schema``).
+    ``chains=False`` stores every snapshot whole.
     """
 
-    def __init__(self, sent: Mapping[str, str], stored_hash: Callable[[Item, Bundle | StageRows], str]) -> None:
+    def __init__(
+        self, sent: Mapping[str, str], stored_hash: Callable[[Item, Bundle | StageRows], str], *, chains: bool = True
+    ) -> None:
         self._sent = sent  # item hash -> stored hash, for items already handed to the writer
         self._stored_hash = stored_hash  # adds a new item's row to a bundle; returns its stored hash
         self._token = object()
+        self._chaining = chains
+        self._chains: OrderedDict[str, _ChainEnd] = OrderedDict()  # conversation -> its chain's end
+        self._lock = threading.Lock()
 
     def forget(self) -> None:
         """The recorder forgot the items it sent: entries packed so far no longer count."""
@@ -85,29 +166,84 @@ class SnapshotPacker:
         stage_id: str,
         items: Sequence[ContextItem],
         dropped: Sequence[tuple[ContextItem, str]],
+        conversation: str | None = None,
     ) -> None:
         """A stage's snapshot (``items`` sent, then ``dropped`` with why) into ``bundle``: one
         ``fp_snapshot`` row, or (a value holding a separator) ``fp_entry`` rows one by one."""
         entries = [*items, *(ci for ci, _ in dropped)] if dropped else items
         token = self._token
         packed = [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle) for ci in entries]
-        if dropped:
-            reasons = [reason for _, reason in dropped]
-            packed_dropped = ENTRY_SEP.join([FIELD_NULL] * len(items) + reasons)
-            unpackable = "" in reasons or _holds_separator("".join(reasons))
-        else:
-            packed_dropped, unpackable = "", False
-        if not unpackable and "" not in packed:
-            flags = "1" * len(items) + "0" * len(dropped)
-            bundle.add("fp_snapshot", (run_id, stage_id, ENTRY_SEP.join(packed), flags, packed_dropped))
+        reasons = [reason for _, reason in dropped]
+        unpackable = bool(dropped) and ("" in reasons or _holds_separator("".join(reasons)))
+        key = conversation or run_id
+        if unpackable or "" in packed:
+            with self._lock:
+                self._chains.pop(key, None)
+            for position, ci in enumerate(entries):  # a value holds a separator: these rows go one by one
+                o = ci.origin
+                included = position < len(items)
+                reason = None if included else dropped[position - len(items)][1]
+                item_hash = self._sent.get(ci.item.hash) or self._stored_hash(ci.item, bundle)
+                bundle.add("fp_entry", (run_id, stage_id, position, item_hash, o.kind, o.run_id, o.stage_id, o.source,
+                                        included, reason))
             return
-        for position, ci in enumerate(entries):  # a value holds a separator: these rows go one by one
-            o = ci.origin
-            included = position < len(items)
-            reason = None if included else dropped[position - len(items)][1]
-            item_hash = self._sent.get(ci.item.hash) or self._stored_hash(ci.item, bundle)
-            bundle.add("fp_entry", (run_id, stage_id, position, item_hash, o.kind, o.run_id, o.stage_id, o.source,
-                                    included, reason))
+        if not self._chaining:  # whole, as schema 2 stored every snapshot
+            flags = "1" * len(items) + "0" * len(dropped)
+            packed_dropped = ENTRY_SEP.join([FIELD_NULL] * len(items) + reasons) if dropped else ""
+            bundle.add("fp_snapshot", (run_id, stage_id, ENTRY_SEP.join(packed), flags, packed_dropped, stage_id, 0,
+                                       0, 0, len(packed), 0, 0, 0, 0, None))
+            return
+        head, end = _split(items)
+        left = packed[len(items):]
+        with self._lock:
+            row, added = self._place(key, stage_id, packed[head:end], left, reasons)
+        rest = packed[end:len(items)]
+        explicit = left if row.drop_reason is None else []
+        own = packed[:head] + added + rest + explicit
+        flags = "1" * (len(own) - len(explicit)) + "0" * len(explicit)
+        packed_dropped = ENTRY_SEP.join([FIELD_NULL] * (len(own) - len(explicit)) + reasons) if explicit else ""
+        bundle.add("fp_snapshot", (run_id, stage_id, ENTRY_SEP.join(own), flags, packed_dropped, row.chain, row.link,
+                                   head, len(added), len(rest) + len(explicit), row.log_start, row.low, row.drop_low,
+                                   row.drop_high, row.drop_reason))
+
+    def _place(
+        self, key: str, stage_id: str, middle: list[str], left: list[str], reasons: list[str]
+    ) -> tuple[ChainRow, list[str]]:
+        """The chain row of a snapshot whose conversation part is ``middle`` and which left ``left``
+        out, and the entries it appends to the chain's log.
+
+        It links to its conversation's chain when ``middle`` continues the last snapshot's (see
+        :func:`_continues`) and it comes after it (stage ids sort by time, so a chain's rows lie
+        between its first stage id and its last); else it starts a chain of its own. What it left
+        out, when it all was left out for one reason and lies in the log (the window slid past it),
+        is named as a part of the log; else it is stored in the row.
+        """
+        one_reason = reasons[0] if reasons and all(r == reasons[0] for r in reasons) else None
+        end = self._chains.get(key)
+        if end is not None and stage_id > end.stage_id:
+            i = _continues(middle, end.log[end.low:])
+            if i >= 0:
+                log_start, low = len(end.log), end.low + i
+                added = middle[log_start - low:]
+                end.log.extend(added)
+                end.link += 1
+                end.stage_id = stage_id
+                end.low = low
+                self._chains.move_to_end(key)
+                at = _find(end.log, left) if one_reason is not None else -1
+                row = ChainRow(end.chain, end.link, log_start, low,
+                               *((at, at + len(left), one_reason) if at >= 0 else (0, 0, None)))
+                return row, added
+        # a chain of its own: its log is what it left out (when for one reason), then its conversation
+        in_log = left if one_reason is not None else []
+        log = [*in_log, *middle]
+        self._chains[key] = _ChainEnd(stage_id, 0, stage_id, log, len(in_log))
+        self._chains.move_to_end(key)
+        while len(self._chains) > _CHAINS_KEPT:
+            self._chains.popitem(last=False)
+        row = ChainRow(stage_id, 0, 0, len(in_log),
+                       *((0, len(in_log), one_reason) if in_log else (0, 0, None)))
+        return row, log
 
     def _entry(self, ci: ContextItem, bundle: Bundle | StageRows) -> str:
         """The packed entry of ``ci`` (its item's row joins ``bundle`` if not sent yet), kept on it;
@@ -136,20 +272,37 @@ def unpack_hashes(packed: str) -> list[str]:
     return packed.split(ENTRY_SEP) if packed else []
 
 
-def unpack_snapshot(entries: str, flags: str, dropped: str, origins: dict[str, Origin]) -> list[SnapshotEntry]:
-    """The entries of a packed ``fp_snapshot`` row. ``origins`` interns the origins read so far
-    (a conversation's items come from few places), and each keeps its packed form."""
-    if not entries:
-        return []
+def unpack_entry(entry: str, origins: dict[str, Origin]) -> tuple[str, Origin]:
+    """One packed entry as (item hash, origin); ``origins`` interns the origins read so far (a
+    conversation's items come from few places), and each keeps its packed form."""
+    item_hash, _, packed = entry.partition(FIELD_SEP)
+    origin = origins.get(packed)
+    if origin is None:
+        kind, run, stage, source = (None if v == FIELD_NULL else v for v in packed.split(FIELD_SEP))
+        origin = origins[packed] = Origin(kind or "", run, stage, source)
+        object.__setattr__(origin, "_packed", packed)
+    return item_hash, origin
+
+
+def unpack_snapshot(
+    entries: str, flags: str, dropped: str, origins: dict[str, Origin], *, head: int = 0, added: int = 0,
+    sent: Sequence[tuple[str, Origin]] = (), left: Sequence[tuple[str, Origin]] = (), left_by: str | None = None,
+) -> list[SnapshotEntry]:
+    """The entries of a packed ``fp_snapshot`` row: its first ``head`` entries, the conversation it
+    sent (``sent``: its part of the chain's log, which holds the ``added`` entries after its head),
+    its remaining entries, then what its window left out (``left``, each left out by ``left_by``)
+    when that is a part of the log (see ``tracer._schema``)."""
+    own = entries.split(ENTRY_SEP) if entries else []
     reasons = dropped.split(ENTRY_SEP) if dropped else None
-    out = []
-    for position, entry in enumerate(entries.split(ENTRY_SEP)):
-        item_hash, _, packed = entry.partition(FIELD_SEP)
-        origin = origins.get(packed)
-        if origin is None:
-            kind, run, stage, source = (None if v == FIELD_NULL else v for v in packed.split(FIELD_SEP))
-            origin = origins[packed] = Origin(kind or "", run, stage, source)
-            object.__setattr__(origin, "_packed", packed)
-        reason = None if reasons is None or reasons[position] == FIELD_NULL else reasons[position]
-        out.append(SnapshotEntry(position, item_hash, origin, flags[position] == "1", reason))
+    out: list[SnapshotEntry] = []
+    for at in [*range(head), -1, *range(head + added, len(own))]:
+        if at < 0:  # the conversation, from the chain's log
+            base = len(out)
+            out.extend([SnapshotEntry(base + n, h, o) for n, (h, o) in enumerate(sent)])
+            continue
+        item_hash, origin = unpack_entry(own[at], origins)
+        reason = None if reasons is None or reasons[at] == FIELD_NULL else reasons[at]
+        out.append(SnapshotEntry(len(out), item_hash, origin, flags[at] == "1", reason))
+    base = len(out)
+    out.extend([SnapshotEntry(base + n, h, o, False, left_by) for n, (h, o) in enumerate(left)])
     return out

@@ -17,7 +17,26 @@ A snapshot is stored as one ``fp_snapshot`` row per stage: its entries (each an 
 origin's fields), included flags and dropped-by reasons each packed into one string (control
 characters between entries and fields),
 so recording an inference writes one row instead of one per context item — the per-row work
-DuckDB does on insert was most of the cost of recording. In the same way a stage's row carries its
+DuckDB does on insert was most of the cost of recording.
+
+A conversation's snapshots (a session's inferences) form a *chain*, because each sees what the
+last one saw and what was added since: the system prompt composed again, the conversation (or the
+part of it its window holds), the tools offered and the settings, then what the window left out.
+The chain keeps a *log*, the conversation's entries in order, and each row appends to it only the
+entries that are new. A row's ``entries`` are its ``head`` own entries (the prompt), the ``added``
+entries it appends to the log at ``log_start``, then ``rest`` own entries (tools, settings, and
+what was left out when that is not in the log). The snapshot it stands for is: its head, the log
+from ``low`` to the end of what it appended (the conversation it sent), its rest, then the log from
+``drop_low`` to ``drop_high``, each entry left out by ``drop_reason`` (what the window slid past).
+``chain`` is the stage id of the chain's first row (``link`` 0); a chain's rows are written in
+order, so they lie between its first stage id and its last. A row that continues no chain (a
+rewind, a compaction, another process) starts one; a row of schema 2 is a chain of its own, all
+its entries its own. Without chains every inference stored its whole context, so a session's
+recording grew with the square of its length (8 sessions x 1,000 turns of 1-4 KB, in process: a
+1.36 GB file, the host slowing from 111 to 5 turns/s; at 300 turns snapshots were 85% of the
+bytes); with them it grows by what each turn adds.
+
+In the same way a stage's row carries its
 incoming edges (``fp_stage.edges``: source and kind per edge) and its outputs' hashes
 (``fp_stage.outputs``). The ``fp_entries``, ``fp_edges`` and ``fp_outputs`` views unpack them (with
 the rare value that holds those characters, kept row by row in ``fp_entry``, ``fp_edge`` and
@@ -27,7 +46,7 @@ output as before.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION = "footprint"
 
 TABLES = """
@@ -53,7 +72,9 @@ CREATE TABLE IF NOT EXISTS fp_entry (
     dropped_by VARCHAR
 );
 CREATE TABLE IF NOT EXISTS fp_snapshot (
-    run_id VARCHAR, stage_id VARCHAR, entries VARCHAR, flags VARCHAR, dropped VARCHAR
+    run_id VARCHAR, stage_id VARCHAR, entries VARCHAR, flags VARCHAR, dropped VARCHAR,
+    chain VARCHAR, link INTEGER, head INTEGER, added INTEGER, rest INTEGER, log_start INTEGER, low INTEGER,
+    drop_low INTEGER, drop_high INTEGER, drop_reason VARCHAR
 );
 CREATE TABLE IF NOT EXISTS fp_output (
     run_id VARCHAR, stage_id VARCHAR, position INTEGER, item_hash VARCHAR
@@ -91,17 +112,42 @@ CREATE OR REPLACE VIEW fp_outputs AS
     UNION ALL
     SELECT run_id, stage_id, position, item_hash FROM fp_output;
 CREATE OR REPLACE VIEW fp_entries AS
-    SELECT run_id, stage_id, (pos - 1)::INTEGER AS position, e[1] AS item_hash,
+    -- a row's own entries: those before the conversation (position pos - 1) and after it
+    SELECT run_id, stage_id, (CASE WHEN pos <= head THEN pos - 1 ELSE pos - 1 + log_start - low END)::INTEGER
+               AS position, e[1] AS item_hash,
            nullif(e[2], chr(26)) AS origin_kind, nullif(e[3], chr(26)) AS origin_run,
            nullif(e[4], chr(26)) AS origin_stage, nullif(e[5], chr(26)) AS origin_source,
            flags[pos] = '1' AS included,
            CASE WHEN dropped = '' THEN NULL ELSE nullif(d[pos], chr(26)) END AS dropped_by
     FROM (
-        SELECT run_id, stage_id, flags, dropped, string_split(dropped, chr(31)) AS d,
+        SELECT run_id, stage_id, head, added, log_start, low, flags, dropped, string_split(dropped, chr(31)) AS d,
                generate_subscripts(string_split(entries, chr(31)), 1) AS pos,
                string_split(unnest(string_split(entries, chr(31))), chr(27)) AS e
-        FROM fp_snapshot
+        FROM fp_snapshot WHERE entries <> ''
     )
+    WHERE pos <= head OR pos > head + added
+    UNION ALL
+    -- the conversation it sent (log[low:log_start + added]) and what its window left out
+    -- (log[drop_low:drop_high]): entries its chain's rows (itself included) added to the log
+    SELECT run_id, stage_id,
+           (CASE WHEN sent THEN head + g - low ELSE head + log_start + added - low + rest + g - drop_low END)::INTEGER,
+           e[1], nullif(e[2], chr(26)), nullif(e[3], chr(26)), nullif(e[4], chr(26)), nullif(e[5], chr(26)),
+           sent, CASE WHEN sent THEN NULL ELSE drop_reason END
+    FROM (
+        SELECT *, g >= low AND g < log_start + added AS sent
+        FROM (
+            SELECT s.run_id, s.stage_id, s.head, s.added, s.rest, s.log_start, s.low, s.drop_low, s.drop_high,
+                   s.drop_reason, p.log_start + generate_subscripts(
+                       list_slice(string_split(p.entries, chr(31)), p.head + 1, p.head + p.added), 1) - 1 AS g,
+                   string_split(unnest(list_slice(string_split(p.entries, chr(31)), p.head + 1, p.head + p.added)),
+                                chr(27)) AS e
+            FROM fp_snapshot s JOIN fp_snapshot p
+              ON p.chain = s.chain AND p.link <= s.link AND p.added > 0
+             AND ((p.log_start < s.log_start + s.added AND p.log_start + p.added > s.low)
+                  OR (p.log_start < s.drop_high AND p.log_start + p.added > s.drop_low))
+        )
+    )
+    WHERE sent OR (g >= drop_low AND g < drop_high)
     UNION ALL
     SELECT run_id, stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source,
            included, dropped_by
@@ -176,5 +222,21 @@ DELETE FROM fp_edge USING fp_packed_edges p WHERE fp_edge.dst = p.dst;
 DELETE FROM fp_output USING fp_packed_outputs p WHERE fp_output.stage_id = p.stage_id;
 DROP TABLE fp_packed_edges;
 DROP TABLE fp_packed_outputs;
+""",
+    # 2 -> 3: snapshots of a conversation form a chain whose rows store only the conversation's new
+    # entries (in the chain's log); every snapshot stored so far is a chain of its own, all its entries its own
+    2: """
+ALTER TABLE fp_snapshot ADD COLUMN chain VARCHAR;
+ALTER TABLE fp_snapshot ADD COLUMN link INTEGER DEFAULT 0;
+ALTER TABLE fp_snapshot ADD COLUMN head INTEGER DEFAULT 0;
+ALTER TABLE fp_snapshot ADD COLUMN added INTEGER DEFAULT 0;
+ALTER TABLE fp_snapshot ADD COLUMN rest INTEGER DEFAULT 0;
+ALTER TABLE fp_snapshot ADD COLUMN log_start INTEGER DEFAULT 0;
+ALTER TABLE fp_snapshot ADD COLUMN low INTEGER DEFAULT 0;
+ALTER TABLE fp_snapshot ADD COLUMN drop_low INTEGER DEFAULT 0;
+ALTER TABLE fp_snapshot ADD COLUMN drop_high INTEGER DEFAULT 0;
+ALTER TABLE fp_snapshot ADD COLUMN drop_reason VARCHAR;
+UPDATE fp_snapshot SET chain = stage_id, link = 0, head = 0, added = 0, log_start = 0, low = 0, drop_low = 0,
+       drop_high = 0, rest = CASE WHEN entries = '' THEN 0 ELSE len(string_split(entries, chr(31))) END;
 """,
 }

@@ -25,9 +25,9 @@ from ._files import refuse_truncated, restrict_to_owner, truncated_message, trun
 from ._journal import Journal, applied_number, encode_bundle, journal_path, pending
 from ._lock import DEFAULT_WAIT, connect
 from ._records import PARENT_RUN, Edge, Item, Origin, Run, SnapshotEntry, Stage
-from ._rows import unpack_edges, unpack_hashes, unpack_snapshot
+from ._rows import unpack_edges, unpack_entry, unpack_hashes, unpack_snapshot
 from ._rundata import RunData
-from ._schema import APPLICATION, DROP_RUN_INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
+from ._schema import APPLICATION, DROP_RUN_INDEXES, ENTRY_SEP, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
 from ._writer import JOURNAL_KEY, Bundle, StageRows, Writer
 from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError
 
@@ -680,11 +680,25 @@ class Store:
         found: dict[str, dict[str, list[SnapshotEntry]]] = {}
         origins: dict[str, Origin] = {}
         rows = cur.execute(
-            f"SELECT run_id, stage_id, entries, flags, dropped FROM fp_snapshot WHERE {where} ORDER BY stage_id",
+            "SELECT run_id, stage_id, entries, flags, dropped, chain, head, added, log_start, low, drop_low, drop_high, "
+            f"drop_reason FROM fp_snapshot WHERE {where} ORDER BY stage_id",
             params,
         ).fetchall()
-        for run_id, stage_id, entries, flags, dropped in rows:
-            found.setdefault(run_id, {})[stage_id] = unpack_snapshot(entries, flags, dropped, origins)
+        wanted = []  # the parts of chains' logs the rows name: (chain, from, to, stage id)
+        for r in rows:
+            lo, hi = (r[9], r[8] + r[7]) if r[8] + r[7] > r[9] else (None, None)
+            if r[11] > r[10]:
+                lo, hi = min(r[10], lo if lo is not None else r[10]), max(r[11], hi or 0)
+            if lo is not None and hi is not None:
+                wanted.append((r[5], lo, hi, r[1]))
+        logs = self._chain_logs(cur, wanted, origins)
+        for run_id, stage_id, entries, flags, dropped, chain, head, added, log_start, low, d_low, d_high, d_by in rows:
+            log, base = logs.get(chain, ([], 0))
+            found.setdefault(run_id, {})[stage_id] = unpack_snapshot(
+                entries, flags, dropped, origins, head=head, added=added,
+                sent=log[low - base:log_start + added - base] if log_start + added > low else (),
+                left=log[d_low - base:d_high - base] if d_high > d_low else (), left_by=d_by,
+            )
         if self._has_plain_rows():
             plain = cur.execute(
                 "SELECT run_id, stage_id, position, item_hash, origin_kind, origin_run, origin_stage, origin_source, "
@@ -695,6 +709,34 @@ class Store:
                 found.setdefault(r[0], {}).setdefault(r[1], []).append(
                     SnapshotEntry(r[2], r[3], Origin(r[4], r[5], r[6], r[7]), bool(r[8]), r[9]))
         return found
+
+    def _chain_logs(
+        self, cur: duckdb.DuckDBPyConnection, wanted: list[tuple[str, int, int, str]], origins: dict[str, Origin]
+    ) -> dict[str, tuple[list[tuple[str, Origin]], int]]:
+        """The parts of chains' logs that ``wanted`` (chain, from, to, stage id) names: chain -> (its
+        log entries (item hash, origin) from ``base`` on, base). A chain's rows lie between its
+        first stage id and its last."""
+        if not wanted:
+            return {}
+        chains = sorted({w[0] for w in wanted})
+        rows = cur.execute(
+            "SELECT chain, log_start, entries, head, added FROM fp_snapshot "
+            "WHERE stage_id BETWEEN ? AND ? AND chain IN (SELECT unnest(?)) AND added > 0 "
+            "AND log_start + added > ? AND log_start < ? ORDER BY chain, log_start",
+            [chains[0], max(w[3] for w in wanted), chains, min(w[1] for w in wanted), max(w[2] for w in wanted)],
+        ).fetchall()
+        out: dict[str, tuple[list[tuple[str, Origin]], int]] = {}
+        for chain, log_start, entries, head, added in rows:
+            log, base = out.setdefault(chain, ([], log_start))
+            if base + len(log) != log_start:
+                raise StoreError(f"the snapshot chain {chain} in {self.path} misses rows: the store is damaged")
+            log.extend(unpack_entry(e, origins) for e in entries.split(ENTRY_SEP)[head:head + added])
+        for chain, low, high, stage_id in wanted:
+            log, base = out.get(chain, ([], 0))
+            if base > low or base + len(log) < high:
+                raise StoreError(f"the snapshot of stage {stage_id} in {self.path} names entries of chain {chain} "
+                                 f"that are not stored: the store is damaged")
+        return out
 
     def _has_plain_rows(self) -> bool:
         """Whether an edge, output or snapshot entry is stored row by row (a value that holds a

@@ -64,7 +64,9 @@ COLUMN_TYPES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "fp_snapshot": (
         ("run_id", "VARCHAR"), ("stage_id", "VARCHAR"), ("entries", "VARCHAR"), ("flags", "VARCHAR"),
-        ("dropped", "VARCHAR"),
+        ("dropped", "VARCHAR"), ("chain", "VARCHAR"), ("link", "INTEGER"), ("head", "INTEGER"),
+        ("added", "INTEGER"), ("rest", "INTEGER"), ("log_start", "INTEGER"), ("low", "INTEGER"), ("drop_low", "INTEGER"),
+        ("drop_high", "INTEGER"), ("drop_reason", "VARCHAR"),
     ),
     "fp_output": (("run_id", "VARCHAR"), ("stage_id", "VARCHAR"), ("position", "INTEGER"), ("item_hash", "VARCHAR")),
 }

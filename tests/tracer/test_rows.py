@@ -1,0 +1,195 @@
+"""Snapshot chains (tracer._rows, tracer._schema): a conversation's next snapshot stores only what it adds.
+
+Every test records through the real recorder and reads back through both readers, the store's
+(``load_run``) and the SQL view (``fp_entries``), against the snapshot the recorder was handed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tracer import ContextItem, Item, Origin, Recorder, Store
+from tracer._journal import decode_bundle, encode_bundle
+from tracer._writer import StageRows
+
+Expected = list[tuple[str, str, str | None, str | None, str | None, bool, str | None]]
+
+
+def _expected(items: list[ContextItem], dropped: list[tuple[ContextItem, str]]) -> Expected:
+    return ([(ci.item.hash, ci.origin.kind, ci.origin.run_id, ci.origin.stage_id, ci.origin.source, True, None)
+             for ci in items]
+            + [(ci.item.hash, ci.origin.kind, ci.origin.run_id, ci.origin.stage_id, ci.origin.source, False, why)
+               for ci, why in dropped])
+
+
+def _assert_read_back(store: Store, sent: dict[str, tuple[str, Expected]]) -> None:
+    """Both readers give every stage's snapshot as it was sent, numbered from 0."""
+    by_run: dict[str, list[str]] = {}
+    for stage_id, (run_id, _) in sent.items():
+        by_run.setdefault(run_id, []).append(stage_id)
+    read = {}
+    for run_id, stage_ids in by_run.items():
+        read.update(store.load_snapshots(run_id, stage_ids)[0])
+    view: dict[str, list[tuple[object, ...]]] = {}
+    for r in store.query(
+        "SELECT stage_id, item_hash, origin_kind, origin_run, origin_stage, origin_source, included, dropped_by, "
+        "position FROM fp_entries WHERE stage_id IN (SELECT unnest(?)) ORDER BY stage_id, position", [list(sent)],
+    ):
+        view.setdefault(r[0], []).append(tuple(r[1:]))
+    for stage_id, (_, want) in sent.items():
+        got = read.get(stage_id, [])
+        assert [(e.item_hash, e.origin.kind, e.origin.run_id, e.origin.stage_id, e.origin.source, e.included,
+                 e.dropped_by) for e in got] == want, stage_id
+        assert [e.position for e in got] == list(range(len(want)))
+        assert [r[:7] for r in view.get(stage_id, [])] == want, stage_id
+        assert [r[7] for r in view.get(stage_id, [])] == list(range(len(want)))
+
+
+def _stored_entries(store: Store) -> int:
+    """Entries the snapshot rows hold (what recording them cost), not what they stand for."""
+    return int(store.query(
+        "SELECT coalesce(sum(CASE WHEN entries = '' THEN 0 ELSE len(string_split(entries, chr(31))) END), 0) "
+        "FROM fp_snapshot")[0][0])
+
+
+class _Session:
+    """A session's turns as an agent sends them: the prompt composed again each run, a window over
+    the conversation (what fell out before it left out by ``memory_window``), the tools offered after."""
+
+    def __init__(self, recorder: Recorder, name: str) -> None:
+        self.recorder, self.name = recorder, name
+        self.messages: list[ContextItem] = []
+        self.sent: dict[str, tuple[str, Expected]] = {}
+
+    def turn(self, text: str, *, window: int | None, tool: bool = False, dropped_by: str = "memory_window",
+             extra_dropped: list[tuple[ContextItem, str]] | None = None) -> None:
+        run = self.recorder.start_run(agent="a", input=text, session_id=self.name)
+        with run.stage("prompt", "compose") as prompt:
+            system = [prompt.output(Item.of_text("prompt_section", "be brief"), origin_kind="prompt_section",
+                                    source="base")]
+        with run.stage("input", "user") as given_input:
+            self.messages.append(given_input.output(Item.of_text("user", text), origin_kind="user", source="input"))
+        tail = [ContextItem(Item.of_text("tool_definition", "lookup"), Origin("config", source="tool:lookup"))]
+        calls = 2 if tool else 1
+        for call in range(calls):
+            start = 0 if window is None else max(0, len(self.messages) - window)
+            items = [*system, *self.messages[start:], *tail]
+            dropped = [(m, dropped_by) for m in self.messages[:start]] + (extra_dropped or [])
+            with run.stage("inference", f"call {call}") as inference:
+                inference.inputs(items, dropped=dropped)
+                if tool and call == 0:
+                    self.messages.append(inference.output(Item("tool_call", {"id": "c", "name": "lookup",
+                                                                             "arguments": "{}"})))
+                    self.messages.append(ContextItem(Item("tool_result", {"call_id": "c", "name": "lookup",
+                                                                           "content": text, "is_error": False}),
+                                                     Origin("stage", run.id, inference.id)))
+                else:
+                    self.messages.append(inference.output(Item.of_text("assistant", f"re: {text}")))
+            self.sent[inference.id] = (run.id, _expected(items, dropped))
+        run.end("answered", output=f"re: {text}")
+
+
+def test_a_long_session_stores_what_each_turn_adds_and_reads_back_whole(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s.duckdb")
+    session = _Session(Recorder(store), "long")
+    for turn in range(60):
+        session.turn(f"turn {turn}", window=None, tool=turn % 3 == 2)
+    store.flush()
+    first = _stored_entries(store)
+    for turn in range(60, 240):  # the window (40 messages) slides from here on
+        session.turn(f"turn {turn}", window=40, tool=turn % 3 == 2)
+    store.flush()
+    stages = list(session.sent)
+    _assert_read_back(store, {s: session.sent[s] for s in stages[::12] + stages[-4:]})  # (a whole read is slow)
+    calls = len(session.sent)
+    sent = sum(len(want) for _, want in session.sent.values())
+    stored = _stored_entries(store)
+    # every snapshot whole would be `sent` (over 20,000 entries; the left-out part grows with the
+    # session); a chain stores the prompt, the new messages and the tools: a handful per call
+    assert sent > 20_000
+    assert stored - first <= 6 * (calls - 80), (stored, first, calls)
+    store.close()
+
+
+def test_a_snapshot_that_does_not_continue_the_last_starts_a_chain_and_reads_back(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s.duckdb")
+    recorder = Recorder(store)
+    session = _Session(recorder, "s")
+    for turn in range(12):
+        session.turn(f"turn {turn}", window=6)
+    del session.messages[3:]  # a rewind: the conversation is cut back
+    session.turn("after the cut", window=6)
+    session.turn("left out by a cap", window=3, dropped_by="prompt_cap")  # not what the chain's log holds
+    odd = ContextItem(Item.of_text("user", "odd"), Origin("file", source="notes\x1fv2.txt"))  # stored row by row
+    session.turn("with an odd one", window=4, extra_dropped=[(odd, "cap")])
+    session.turn("back to normal", window=4)
+    other = _Session(recorder, "other")  # interleaved with a second session
+    for turn in range(5):
+        other.turn(f"o{turn}", window=2)
+        session.turn(f"s{turn}", window=5, tool=True)
+    store.flush()
+    _assert_read_back(store, {**session.sent, **other.sent})
+    store.close()
+    reopened = Store.open(tmp_path / "s.duckdb", read_only=True)  # what another process reads
+    _assert_read_back(reopened, {**session.sent, **other.sent})
+    reopened.close()
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(1, 8)), st.booleans(), st.booleans()),
+                min_size=1, max_size=16))
+def test_generated_sessions_read_back_as_they_were_sent(tmp_path_factory: object, turns: list[tuple[int | None, bool, bool]]) -> None:
+    path = tmp_path_factory.mktemp("chains") / "s.duckdb"  # type: ignore[attr-defined]
+    store = Store.open(path)
+    session = _Session(Recorder(store), "g")
+    for n, (window, tool, rewind) in enumerate(turns):
+        if rewind and len(session.messages) > 2:
+            del session.messages[len(session.messages) // 2:]
+        session.turn(f"t{n}", window=window, tool=tool)
+    store.flush()
+    _assert_read_back(store, session.sent)
+    store.close()
+
+
+def test_a_schema_2_store_is_migrated_and_reads_the_same(tmp_path: Path) -> None:
+    """Schema 2 stored every snapshot whole; opening it for writing makes each a chain of its own."""
+    path = tmp_path / "s.duckdb"
+    store = Store.open(path)
+    recorder = Recorder(store)
+    recorder._snapshots._chaining = False  # written as schema 2 wrote them: whole
+    session = _Session(recorder, "old")
+    for turn in range(8):
+        session.turn(f"turn {turn}", window=4, tool=turn == 5)
+    store.flush()
+    store.close()
+    con = duckdb.connect(str(path))  # turn the file back into schema 2
+    con.execute("DROP VIEW context")
+    con.execute("DROP VIEW fp_entries")
+    for column in ("chain", "link", "head", "added", "rest", "log_start", "low", "drop_low", "drop_high",
+                   "drop_reason"):
+        con.execute(f"ALTER TABLE fp_snapshot DROP COLUMN {column}")
+    con.execute("UPDATE fp_meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+    store = Store.open(path)
+    assert store.query("SELECT value FROM fp_meta WHERE key = 'schema_version'")[0][0] == "3"
+    _assert_read_back(store, session.sent)
+    session.recorder = Recorder(store)  # the migrated store goes on with chains
+    for turn in range(8, 20):
+        session.turn(f"turn {turn}", window=4)
+    store.flush()
+    assert store.query("SELECT count(*) FROM fp_snapshot WHERE link > 0")[0][0] > 0
+    _assert_read_back(store, session.sent)
+    store.close()
+
+
+def test_a_snapshot_journaled_by_schema_2_is_replayed_whole() -> None:
+    rows = StageRows()
+    rows.stage = ("s-1", "r-1", 0, "inference", "", "ok", 0.0, 1.0, None, None, None, "", "")
+    rows.snapshot = ("r-1", "s-1", "h1\x1buser\x1b\x1a\x1b\x1a\x1b\x1a\x1fh2\x1buser\x1b\x1a\x1b\x1a\x1b\x1a", "11", "")
+    again = decode_bundle(encode_bundle(rows))
+    assert isinstance(again, StageRows)
+    assert again.snapshot == (*rows.snapshot, "s-1", 0, 0, 0, 2, 0, 0, 0, 0, None)
