@@ -208,12 +208,15 @@ class ConversationMemory:
         start = 0
         if self.max_messages is not None and count > self.max_messages:
             start = min(count - self.max_messages, protect)
-        sizes = [self._tokens(m) for m in messages[start:]]
-        total = sum(sizes)
-        first = start
-        while total > self.max_tokens and start < protect:
-            total -= sizes[start - first]
-            start += 1
+        # the oldest messages go first: walk back from the newest while they fit the budget (a long
+        # conversation's window costs what the window holds, not what the conversation does)
+        fits, total = count, 0
+        while fits > start:
+            total += self._tokens(messages[fits - 1])
+            if total > self.max_tokens:
+                break
+            fits -= 1
+        start = min(fits, protect) if fits > start else start
         # never begin mid-exchange: skip orphaned results and calls
         while start < protect and messages[start].item.kind in (ItemKind.TOOL_RESULT, ItemKind.TOOL_CALL):
             start += 1

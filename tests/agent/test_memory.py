@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent import Conversation, ConversationMemory, estimate_item_tokens
 from agent.errors import UserError
@@ -65,6 +67,41 @@ def test_window_drops_the_oldest_first_and_reports_what_it_dropped() -> None:
     kept, dropped = memory.context(conv.id)
     assert kept == [assistant("d" * 16), user("e" * 16)]  # 4 + 4 tokens fit in 10
     assert dropped == old[:3]
+
+
+def _window_by_the_rule(messages: list[ContextItem], max_tokens: int, max_messages: int | None) -> int:
+    """Where the window starts, by the rule as written: cap the count, drop the oldest until the rest
+    fits (never the current turn), never begin with a call or result."""
+    protect = max((i for i, m in enumerate(messages) if m.item.kind == ItemKind.USER), default=len(messages))
+    start = 0
+    if max_messages is not None and len(messages) > max_messages:
+        start = min(len(messages) - max_messages, protect)
+    while sum(estimate_item_tokens(m) for m in messages[start:]) > max_tokens and start < protect:
+        start += 1
+    while start < protect and messages[start].item.kind in (ItemKind.TOOL_RESULT, ItemKind.TOOL_CALL):
+        start += 1
+    return start
+
+
+_message = st.one_of(
+    st.builds(lambda n: user("u" * n), st.integers(0, 40)),
+    st.builds(lambda n: assistant("a" * n), st.integers(0, 40)),
+    st.builds(lambda n: call(f"c{n}"), st.integers(0, 3)),
+    st.builds(lambda n: result(f"c{n}", "r" * n), st.integers(0, 3)),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_message, max_size=30), st.integers(1, 60), st.one_of(st.none(), st.integers(1, 12)))
+def test_the_window_follows_the_rule_on_generated_conversations(
+    messages: list[ContextItem], max_tokens: int, max_messages: int | None
+) -> None:
+    memory = ConversationMemory(max_tokens=max_tokens, max_messages=max_messages)
+    conv = memory.create()
+    memory.add(conv.id, *messages)
+    kept, dropped = memory.context(conv.id)
+    start = _window_by_the_rule(messages, max_tokens, max_messages)
+    assert (kept, dropped) == (messages[start:], messages[:start])
 
 
 def test_full_context_puts_the_system_prompt_first_and_always_keeps_it() -> None:
