@@ -86,23 +86,26 @@ def _postgres_dsn() -> str | None:
 
 
 def _start(db: Path, durability: str, sessions: str, schema: str, agent: str) -> tuple[subprocess.Popen[str], str]:
+    """Start the host; its URL. Its stderr goes to ``<db>.log``, read from the start for the URL: a
+    pipe nobody drains after the start would stall a host that logs a lot once the pipe is full."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("OPENAI_API_KEY", None)
-    proc = subprocess.Popen(
-        [str(FOOTPRINT), "serve", "--db", str(db), "--port", "0", "--durability", durability,
-         "--sessions", sessions, *(["--sessions-schema", schema] if schema else []),
-         "--agent", agent, "--max-active-sessions", "16"],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT,
-    )
-    assert proc.stderr is not None
+    log = Path(f"{db}.log")
+    with open(log, "w") as stderr:
+        proc = subprocess.Popen(
+            [str(FOOTPRINT), "serve", "--db", str(db), "--port", "0", "--durability", durability,
+             "--sessions", sessions, *(["--sessions-schema", schema] if schema else []),
+             "--agent", agent, "--max-active-sessions", "16"],
+            stderr=stderr, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT,
+        )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line and proc.poll() is not None:
-            raise RuntimeError(f"footprint serve exited with {proc.returncode}")
-        found = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        found = re.search(r"http://127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))
         if found:
             return proc, f"http://127.0.0.1:{found.group(1)}"
+        if proc.poll() is not None:
+            raise RuntimeError(f"footprint serve exited with {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.1)
     proc.kill()
     raise RuntimeError("footprint serve did not start")
 

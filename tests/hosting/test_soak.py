@@ -2,8 +2,10 @@
 recordings file, ``sync``), a tool call in every third turn.
 
 Every turn is answered, every answered turn is stored (read back from the file after the host
-closed), and what a turn adds to the store does not grow with the session. ``bench/soak.py`` runs
-the full size and prints the figures.
+closed), and what a turn adds to the store does not grow with the session: neither the session's
+records nor the recording (counted in snapshot entries stored, which grew with the conversation
+when every inference stored its whole context). ``bench/soak.py`` runs the full size and prints
+the figures.
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ def _stored_session_bytes(store: Store) -> int:
     return total
 
 
+def _stored_snapshot_entries(store: Store) -> int:
+    store.flush()
+    return int(store.query(
+        "SELECT coalesce(sum(CASE WHEN entries = '' THEN 0 ELSE len(string_split(entries, chr(31))) END), 0) "
+        "FROM fp_snapshot")[0][0])
+
+
 async def test_long_sessions_of_big_turns_are_all_answered_stored_and_grow_linearly(tmp_path: Path) -> None:
     path = tmp_path / "soak.duckdb"
     store = Store.open(path)
@@ -45,6 +54,7 @@ async def test_long_sessions_of_big_turns_are_all_answered_stored_and_grow_linea
                           close_sessions=True)
     failed: list[str] = []
     growth: list[int] = []  # bytes the sessions' tables hold after each round of turns
+    recorded: list[int] = []  # snapshot entries the recording holds after each round
 
     async def session(n: int, turn: int) -> None:
         reply = await host.handle(message(n, turn, SIZE), session_id=f"soak-{n}")
@@ -58,6 +68,7 @@ async def test_long_sessions_of_big_turns_are_all_answered_stored_and_grow_linea
             if turn % 20 == 19:
                 await sessions.flush()
                 growth.append(await asyncio.to_thread(_stored_session_bytes, store))
+                recorded.append(await asyncio.to_thread(_stored_snapshot_entries, store))
     finally:
         await host.close()
         store.close()
@@ -79,3 +90,6 @@ async def test_long_sessions_of_big_turns_are_all_answered_stored_and_grow_linea
     # what is stored grows by the same amount each round: linear in the turns, not quadratic
     steps = [b - a for a, b in itertools.pairwise(growth)]
     assert max(steps) <= 1.25 * min(steps), (growth, steps)
+    # and so does the recording: each round stores the entries its turns added, not the conversation again
+    recorded_steps = [b - a for a, b in itertools.pairwise(recorded)]
+    assert max(recorded_steps) <= 1.25 * min(recorded_steps), (recorded, recorded_steps)
