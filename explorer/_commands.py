@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from agent.evidence.cli import provider_option, tools_option
+from hosting.cli import host_token
 from tracer import DEFAULT_PATH, Store, refuse_truncated
 
 from ._terminal import has_terminal
@@ -88,7 +89,8 @@ def sandbox(db: Path) -> None:
               default=DEFAULT_PATH, show_default=True, help="The store the host records into and owns.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="The port the host's HTTP API listens on, on 127.0.0.1 (0: any free port).")
-@click.option("--token", envvar="FOOTPRINT_TOKEN", help="Require this bearer token on the host's API.")
+@click.option("--token", envvar="FOOTPRINT_TOKEN", callback=lambda c, p, v: host_token(v),
+              help="Require this bearer token on the host's API.")
 @click.option("--agent", "agent_spec", default="demo", show_default=True,
               help="The agent to host: demo (the personal assistant), echo (repeats the message), or "
                    "MODULE:CALLABLE taking recorder= (as footprint serve takes it).")

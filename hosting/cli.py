@@ -30,6 +30,14 @@ def register(group: click.Group) -> None:
     group.add_command(serve_command)
 
 
+def host_token(token: str | None) -> str | None:
+    """The token a host requires; an empty one is refused (no client could send it: every request would be 401)."""
+    if token is not None and not token.strip():
+        raise click.BadParameter("an empty token would refuse every request: give one, or leave --token and "
+                                 "FOOTPRINT_TOKEN unset for a host without one", param_hint="--token")
+    return token
+
+
 def agent_builder(spec: str) -> tuple[Callable[[Recorder], Agent], str]:
     """A builder for the ``--agent`` spec (``footprint serve`` and ``footprint up``) and a line
     describing the model it uses; a spec that names nothing buildable is a :class:`click.BadParameter`."""
@@ -98,7 +106,7 @@ def _sessions_store(spec: str, store: Store, schema: str = "public") -> SessionS
               help="The footprint store the host records into and owns (a DuckDB file).")
 @click.option("--host", "bind", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="The port.")
-@click.option("--token", envvar="FOOTPRINT_TOKEN", default=None,
+@click.option("--token", envvar="FOOTPRINT_TOKEN", default=None, callback=lambda c, p, v: host_token(v),
               help="Require `Authorization: Bearer TOKEN` on every route but /v1/health (env FOOTPRINT_TOKEN).")
 @click.option("--durability", type=click.Choice(["exit", "sync"]), default="exit", show_default=True,
               help="exit: persist a session when its run ends; sync: after every inference and tool call too.")

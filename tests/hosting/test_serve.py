@@ -111,6 +111,20 @@ def test_serve_refuses_an_agent_spec_that_builds_no_agent_before_it_listens(
     assert "footprint host on" not in result.output
 
 
+@pytest.mark.parametrize("command", ["serve", "up"])
+@pytest.mark.parametrize("token", ["", "  "])
+def test_an_empty_token_is_refused_not_served_as_a_host_nobody_can_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, token: str
+) -> None:
+    """It started saying no token was needed, and answered every request 401 (an empty FOOTPRINT_TOKEN is unset)."""
+    monkeypatch.setattr("explorer._commands.has_terminal", lambda: True)
+    result = CliRunner().invoke(cli, [command, "--token", token, "--port", "0", "--agent", "echo", "--db",
+                                      str(tmp_path / "s.duckdb")])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for --token: an empty token would refuse every request" in result.output
+    assert not (tmp_path / "s.duckdb").exists()
+
+
 def test_serve_refuses_an_unreachable_postgresql_session_store(tmp_path: Path) -> None:
     """A host that could store no turn does not start (it used to start, report healthy and 503 every
     turn); the error names the store with its password masked."""
