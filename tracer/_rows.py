@@ -135,9 +135,8 @@ class SnapshotPacker:
 
     An entry (an item's stored hash and its origin's fields) is packed once and kept on its
     :class:`ContextItem` with this packer's token: a conversation's items reappear in every later
-    snapshot, so packing a snapshot is mostly one attribute read per entry and a join. The token
-    changes when the recorder forgets which items it sent (``forget``), since a kept entry stands
-    for "this item's row was sent".
+    snapshot, so packing a snapshot is mostly one attribute read per entry and a join. A kept
+    entry stands for "this recorder sent this item's row" (another recorder's token differs).
 
     Snapshots of one ``conversation`` (the recorder names it by session and stage kind) form a
     chain: each row appends to the chain's log only the conversation entries that are new, and
@@ -154,10 +153,6 @@ class SnapshotPacker:
         self._chaining = chains
         self._chains: OrderedDict[str, _ChainEnd] = OrderedDict()  # conversation -> its chain's end
         self._lock = threading.Lock()
-
-    def forget(self) -> None:
-        """The recorder forgot the items it sent: entries packed so far no longer count."""
-        self._token = object()
 
     def add(
         self,

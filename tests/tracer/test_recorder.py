@@ -239,15 +239,16 @@ def test_context_items_shared_by_two_recorders_reach_both_stores(tmp_path: Path)
         store.close()
 
 
-def test_a_recorder_that_forgot_what_it_sent_sends_the_items_again(tmp_path: Path) -> None:
+def test_a_recorder_past_its_bound_of_items_sends_only_items_it_never_packed(tmp_path: Path) -> None:
+    """Its memory of items sent is cleared past a bound; entries packed on context items stay (their
+    rows were sent), so a long conversation is not sent again at every call, and a new item is."""
     store = Store.open(tmp_path / "s.duckdb")
     recorder = Recorder(store)
     shared = [ContextItem(Item.of_text("user", "hello"), Origin("user"))]
     with recorder.start_run(agent="a", input="x").stage("inference") as stage:
         stage.inputs(shared)
     store.flush()
-    recorder._sent.clear()
-    recorder._snapshots.forget()
+    recorder._sent.clear()  # (what passing the bound does)
     items_sent: list[tuple[Any, ...]] = []
     original = store.submit
 
@@ -256,7 +257,10 @@ def test_a_recorder_that_forgot_what_it_sent_sends_the_items_again(tmp_path: Pat
         original(bundle)
 
     store.submit = spy  # type: ignore[method-assign]
+    again = ContextItem(Item.of_text("user", "hello"), Origin("user", source="again"))  # not packed yet
     with recorder.start_run(agent="a", input="x").stage("inference") as stage:
-        stage.inputs(shared)
-    assert [row[0] for row in items_sent] == [shared[0].item.hash]  # sent again: the recorder forgot it had
+        stage.inputs([*shared, again])
+    assert [row[0] for row in items_sent] == [again.item.hash]  # only the item no entry stood for
+    store.flush()
+    assert [e.item_hash for e in store.load_run(stage.run.id).inputs[stage.id]] == [shared[0].item.hash] * 2
     store.close()
