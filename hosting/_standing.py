@@ -41,6 +41,7 @@ from .errors import (
     SessionBusyError,
     SessionNotFoundError,
     SessionStoreError,
+    TurnIdReusedError,
     UnreadableEnvelopeError,
     VersionConflictError,
 )
@@ -328,6 +329,14 @@ class StandingAgent:
             raise HostShuttingDownError("the host is shutting down; this queued turn was not run",
                                         session_id=session_id)
 
+    def _check_same_turn(self, marker: dict[str, Any], session_id: str, turn_id: str, text: str) -> None:
+        """Refuse a ``turn_id`` sent again with another message (or decision): only an honest retry
+        gets the stored reply. The stored text was masked by the store's policy, so the new text is
+        compared masked the same way (a retry that quotes a secret is still a retry)."""
+        stored = marker.get("text")
+        if stored != text and stored != self.sessions.policy.text(text):
+            raise TurnIdReusedError(session_id, turn_id)
+
     def _instance_lock(self, slot: Slot) -> contextlib.AbstractAsyncContextManager[Any]:
         return slot.lock if self._shared is not None else contextlib.nullcontext()
 
@@ -338,6 +347,8 @@ class StandingAgent:
         agent = slot.agent
         envelope = await self.sessions.load(session_id)  # UnreadableEnvelopeError fails this request
         marker = envelope.turn if envelope is not None else None
+        if turn_id and marker and marker.get("turn_id") == turn_id:
+            self._check_same_turn(marker, session_id, turn_id, decision if decision is not None else message)
         if turn_id and marker and marker.get("turn_id") == turn_id and marker.get("state") == "done":
             reply = TurnReply.from_dict(marker.get("reply") or {"status": "answered"})
             reply.replayed = True

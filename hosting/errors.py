@@ -8,8 +8,9 @@
         ├── TurnRefusedError             the host will not run this turn (``code`` and ``http_status`` say why)
         │   ├── SessionBusyError         a second turn of a session while one runs (``refuse``)
         │   ├── NotAwaitingError         a decision for a session that is not paused on a question
-        │   │   └── SessionNotFoundError a decision for a session that is not stored at all (404)
+        │   │   └── SessionNotFoundError a session that is not stored at all (404)
         │   ├── AwaitingDecisionError    a message for a session that is paused on a question
+        │   ├── TurnIdReusedError        a ``turn_id`` already used for a different message
         │   ├── HostShuttingDownError    the host is draining after SIGTERM
         │   └── HostFailedError          a store failed and could not be reopened: the host exits to be restarted
         └── HostClientError              the host's API answered with an error or could not be reached
@@ -93,6 +94,19 @@ class AwaitingDecisionError(TurnRefusedError):
     """A plain message was sent to a session that is paused on a question."""
 
     code = "awaiting_decision"
+
+
+class TurnIdReusedError(TurnRefusedError):
+    """A ``turn_id`` came again with a different message: it is not a retry, so neither the stored
+    reply is sent nor the message run."""
+
+    code = "turn_id_reused"
+
+    def __init__(self, session_id: str, turn_id: str) -> None:
+        super().__init__(f"turn_id {turn_id!r} of session {session_id!r} was already used for a different message; "
+                         f"a retry must send the same message — use a new turn_id for a new message",
+                         session_id=session_id)
+        self.turn_id = turn_id
 
 
 class HostShuttingDownError(TurnRefusedError):

@@ -14,6 +14,7 @@ from hosting import (
     InMemorySessions,
     NotAwaitingError,
     SessionBusyError,
+    TurnIdReusedError,
     UnreadableEnvelopeError,
     standing_agent,
 )
@@ -249,6 +250,34 @@ async def test_a_turn_id_sent_again_gets_the_stored_reply_without_running_again(
     again = await host.handle("hello", session_id="alice", turn_id="t-1")
     assert again.replayed and (again.answer, again.run_id) == (first.answer, first.run_id)
     assert len(model.requests) == 1
+    await host.close()
+
+
+async def test_a_turn_id_reused_with_another_message_is_refused_naming_it() -> None:
+    model = echo_model()
+    host = standing_agent(agent_factory=lambda: make_agent(model))
+    first = await host.handle("hello", session_id="alice", turn_id="t-1")
+    with pytest.raises(TurnIdReusedError, match="'t-1'") as refused:
+        await host.handle("something else", session_id="alice", turn_id="t-1")
+    assert (refused.value.code, refused.value.http_status, refused.value.session_id) == ("turn_id_reused", 409, "alice")
+    assert len(model.requests) == 1  # neither run nor answered with the first turn's reply
+    again = await host.handle("hello", session_id="alice", turn_id="t-1")
+    assert again.replayed and again.run_id == first.run_id
+    await host.close()
+
+
+async def test_a_retry_of_a_message_with_a_secret_is_still_a_retry() -> None:
+    sessions = InMemorySessions()
+    message = "my key is sk-" + "Zq9Xw8Vu7Ts6" * 3
+    model = echo_model()
+    host = standing_agent(agent_factory=lambda: make_agent(model), sessions=sessions)
+    await host.handle(message, session_id="alice", turn_id="t-1")
+    stored = await sessions.load("alice")
+    assert stored is not None and stored.turn is not None and stored.turn["text"] != message  # stored masked
+    again = await host.handle(message, session_id="alice", turn_id="t-1")
+    assert again.replayed and len(model.requests) == 1
+    with pytest.raises(TurnIdReusedError):
+        await host.handle("my key is gone", session_id="alice", turn_id="t-1")
     await host.close()
 
 

@@ -59,6 +59,19 @@ async def test_send_a_turn_and_list_the_sessions_runs(client: httpx.AsyncClient)
     assert (await client.get("/v1/sessions/alice", headers=AUTH)).status_code == 404
 
 
+async def test_a_turn_id_reused_for_another_message_is_409_naming_it(client: httpx.AsyncClient) -> None:
+    first = await client.post("/v1/turns", json={"message": "hello", "session_id": "eve", "turn_id": "t-7"},
+                              headers=AUTH)
+    reused = await client.post("/v1/turns", json={"message": "bye", "session_id": "eve", "turn_id": "t-7"},
+                               headers=AUTH)
+    assert reused.status_code == 409
+    error = reused.json()["error"]
+    assert (error["code"], error["session_id"]) == ("turn_id_reused", "eve") and "'t-7'" in error["message"]
+    retry = await client.post("/v1/turns", json={"message": "hello", "session_id": "eve", "turn_id": "t-7"},
+                              headers=AUTH)
+    assert retry.status_code == 200 and retry.json()["replayed"] and retry.json()["run_id"] == first.json()["run_id"]
+
+
 async def test_awaiting_is_a_reply_not_a_failure_and_the_decision_route_resumes(client: httpx.AsyncClient) -> None:
     paused = await client.post("/v1/turns", json={"message": "ask me", "session_id": "bob"}, headers=AUTH)
     assert paused.status_code == 200
