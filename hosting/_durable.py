@@ -129,6 +129,14 @@ class DurableHost:
         return {"session_id": session_id, "loaded": True, "busy": agent.busy, "queues": agent.queued(),
                 "pending_calls": len(agent.pending_calls), "messages": len(agent.history)}
 
+    async def stored(self, session_id: str) -> bool:
+        """True when the session is loaded here or the persistence holds anything of it (a queued
+        message, a record); False for an id never used."""
+        if session_id in self.sessions:
+            return True
+        ctx = PersistenceContext(session_id)
+        return bool(await self.persistence.read_values(ctx, "")) or bool(await self.persistence.load(ctx))
+
     def overview(self) -> list[dict[str, Any]]:
         """Every session loaded in this host, with its queue lengths."""
         return [{"session_id": sid, "busy": a.busy, "steering": len(a.queues["steering"]),

@@ -80,14 +80,16 @@ class NotAwaitingError(TurnRefusedError):
 
 
 class SessionNotFoundError(NotAwaitingError):
-    """A decision was sent for a session that is not stored (a typo, or one deleted since)."""
+    """A request names a session that is not stored (a typo, or one deleted since): a decision to
+    send, or a durable session to describe."""
 
     code = "session_not_found"
     http_status = 404
 
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"no session {session_id!r} is stored, so there is no question to decide; "
-                         f"check the id (GET /v1/sessions lists them)", session_id=session_id)
+    def __init__(self, session_id: str, *, what: str = "so there is no question to decide",
+                 listing: str = "GET /v1/sessions") -> None:
+        super().__init__(f"no session {session_id!r} is stored, {what}; check the id ({listing} lists them)",
+                         session_id=session_id)
 
 
 class AwaitingDecisionError(TurnRefusedError):

@@ -27,6 +27,7 @@ from agent.durable import InferenceSettings
 from agent.durable.errors import CompactionError, SettingsError
 
 from .._durable import DurableHost, DurableSessionError
+from ..errors import SessionNotFoundError
 from ._models import MAX_MESSAGE_CHARS
 from ._params import SessionId
 
@@ -97,8 +98,11 @@ def durable_router(durable: DurableHost) -> APIRouter:
     async def overview() -> dict[str, Any]:
         return {"sessions": durable.overview()}
 
-    @router.get("/{session_id}", summary="A durable session's queues and state")
+    @router.get("/{session_id}", summary="A durable session's queues and state",
+                responses={404: {"description": "No durable session with this id is stored."}})
     async def describe(session_id: SessionId) -> dict[str, Any]:
+        if not await durable.stored(session_id):
+            raise SessionNotFoundError(session_id, what="so it has no queues or state", listing="GET /v1/durable")
         return durable.describe(session_id)
 
     @router.get("/{session_id}/events", response_class=StreamingResponse,

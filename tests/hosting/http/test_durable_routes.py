@@ -152,6 +152,27 @@ async def test_sessions_with_unfinished_work_go_on_after_a_restart() -> None:
         await lifespan.__aexit__(None, None, None)
 
 
+async def test_describing_a_session_never_stored_is_404_naming_it() -> None:
+    persistence = InMemoryPersistence()
+    first = DurableHost(factory(FunctionModel(echo)), persistence)
+    await first.queue("kept", "send", "hello", InferenceSettings())
+    await first.sessions["kept"].wait_for_idle()
+    await first.close()
+    second = DurableHost(factory(FunctionModel(echo)), persistence)
+    client, lifespan = await client_for(second)
+    try:
+        missing = await client.get("/v1/durable/kpet")
+        assert missing.status_code == 404
+        error = missing.json()["error"]
+        assert (error["code"], error["session_id"]) == ("session_not_found", "kpet") and "'kpet'" in error["message"]
+        stored = await client.get("/v1/durable/kept")  # stored by the first host, not loaded by this one
+        assert stored.status_code == 200 and stored.json()["loaded"] is False
+        assert "kpet" not in second.sessions  # asking did not create it
+    finally:
+        await client.aclose()
+        await lifespan.__aexit__(None, None, None)
+
+
 def test_a_client_of_a_host_without_durable_sessions_sees_none() -> None:
     from tracer import Store
 
