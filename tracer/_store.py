@@ -627,7 +627,8 @@ class Store:
         The first part maps each stage to its entries in order, those left out of the context
         included, as :attr:`RunData.inputs` does (a stage without inputs is absent); the second
         maps item hashes to items. Merged into a ``load_run(run_id, snapshots=...)`` read, they
-        make these stages as whole as a full read would.
+        make these stages as whole as a full read would. A stage id the run does not have raises
+        :class:`NotFoundError` naming it (a typo is not read as a stage without a snapshot).
         """
         wanted = list(dict.fromkeys(stage_ids))
         if not wanted:
@@ -635,11 +636,15 @@ class Store:
         cur = self.cursor()
         try:
             params = [run_id, run_id, wanted]
-            inputs = self._read_snapshots(cur, f"{_ONE_RUN} AND stage_id IN (SELECT unnest(?))", params).get(run_id, {})
             outputs = cur.execute(
-                f"SELECT outputs FROM fp_stage WHERE {_ONE_RUN} AND id IN (SELECT unnest(?))", params
+                f"SELECT id, outputs FROM fp_stage WHERE {_ONE_RUN} AND id IN (SELECT unnest(?))", params
             ).fetchall()
-            hashes = {h for (packed,) in outputs for h in unpack_hashes(packed or "")}
+            unknown = set(wanted) - {stage_id for stage_id, _ in outputs}
+            if unknown:
+                raise NotFoundError(f"run {run_id!r} has no stage {', '.join(sorted(unknown))} "
+                                    f"(its stages are listed by a read of the run)")
+            inputs = self._read_snapshots(cur, f"{_ONE_RUN} AND stage_id IN (SELECT unnest(?))", params).get(run_id, {})
+            hashes = {h for (_, packed) in outputs for h in unpack_hashes(packed or "")}
             if self._has_plain_rows():
                 hashes.update(r[0] for r in cur.execute(
                     f"SELECT item_hash FROM fp_output WHERE {_ONE_RUN} AND stage_id IN (SELECT unnest(?))", params

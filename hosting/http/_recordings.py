@@ -7,7 +7,7 @@
         empty for none: ``store.load_run(id, snapshots=...)``, all stages, edges and outputs)
     GET /v1/recordings/runs/{run_id}/snapshots?stages=  -> store.load_snapshots(id, stages) in
         rundata_to_dict's form: the run, ``inputs`` of those stages and ``items`` those stages saw
-        and output (no stages, edges or outputs)
+        and output (no stages, edges or outputs); a stage id the run does not have is 404, naming it
     GET /v1/recordings/runs/{run_id}/why?item=&depth=  -> tracer.why(...).to_dict()
         (``item``: an item's name — ``memory:KEY``, ``result:TOOL#n`` — or a hash prefix, as the CLI takes)
     GET /v1/recordings/sessions/{session_id}/runs      -> {"runs": [...]} oldest first

@@ -85,9 +85,13 @@ def test_a_run_read_a_stage_at_a_time_equals_the_whole_run(store: Store) -> None
         assert _merged(store.load_run(run_id, snapshots=()), *reads) == whole
 
 
-def test_stages_of_another_run_or_none_read_nothing(store: Store) -> None:
+def test_stages_of_another_run_or_unknown_are_named_and_none_read_nothing(store: Store) -> None:
     other = store.load_run("r-10").stages[1].id
-    assert store.load_snapshots("r-1", [other]) == ({}, {})
+    known = store.load_run("r-1").stages[0].id
+    with pytest.raises(NotFoundError, match=f"run 'r-1' has no stage {other} "):
+        store.load_snapshots("r-1", [known, other])
+    with pytest.raises(NotFoundError, match="no stage s-nope, s-typo"):
+        store.load_snapshots("r-1", ["s-typo", known, "s-nope"])
     assert store.load_snapshots("r-1", []) == ({}, {})
     assert store.load_run("r-1", snapshots=[other]).inputs == {}
     with pytest.raises(NotFoundError, match="no run r-2"):
