@@ -212,15 +212,19 @@ def why(
     run_id: str,
     item: str | None = None,
     *,
-    max_depth: int = 64,
+    depth: int = 32,
     on_run: Callable[[str], None] | None = None,
 ) -> Evidence:
     """The evidence graph for the answer of ``run_id`` (or for ``item``: its name, its hash or a unique
     prefix of it, resolved as every command resolves an item: :func:`~tracer._names.resolve_item`).
 
+    ``depth`` is how many origins deep the walk goes: one origin is the step from an item to the
+    stage that produced it and that stage's own inputs (two levels of the tree). The CLI's
+    ``--depth`` and the read API's ``depth=`` are this number.
+
     Raises :class:`NotFoundError` when the run has no answer or no such item.
     """
-    walker = _Walker(source, max_depth)
+    walker = _Walker(source, max_depth=2 * depth)
     data = walker.run(run_id)
     walker.visit(run_id)
     if item is None:

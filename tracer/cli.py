@@ -155,7 +155,7 @@ def show_command(run: str, team: bool, with_context: bool, db: str, as_json: boo
 @click.option("--item", "item", metavar="ITEM", help="Explain this item (its name or a hash prefix) instead of the answer: the walk back "
                    "through its origins (an item's chain is a walk, not a ranking).")
 @click.option("--depth", type=click.IntRange(min=1), default=32, show_default=True,
-              help="How many origins deep to walk.")
+              help="How many origins deep to walk (item -> the stage that produced it -> its inputs is one).")
 @click.option("--order", type=click.Choice(["rank", "context"]), default="rank", show_default=True,
               help="rank: the items the answer rests on most first, with the reasons; context: the walk, in the "
                    "order the context was built.")
@@ -177,7 +177,7 @@ def why_command(run: str, item: str | None, depth: int, order: str, show_all: bo
         data = store.load_run(run_id)
         names = item_names(data)
         target = None if item is None else resolve_item(data, item, names)
-        evidence = why_walk(store, run_id, target, max_depth=2 * depth)
+        evidence = why_walk(store, run_id, target, depth=depth)
         verdicts = earlier_verdicts(store, run_id) if target is None else {}
     ranked = rank(evidence, names=names, verdicts=verdicts)
     if as_json:

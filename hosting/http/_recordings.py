@@ -83,10 +83,11 @@ def recordings_router(get_store: Callable[[], Store]) -> APIRouter:
         run_id: str,
         item: Annotated[str | None, Query(description="An item's name (memory:KEY, result:TOOL#n, call:TOOL#n, "
                                                        "history:KIND#n, input, ...) or a unique hash prefix")] = None,
-        depth: Annotated[int, Query(ge=1, le=256)] = 64,
+        depth: Annotated[int, Query(ge=1, le=128, description="How many origins deep to walk, as "
+                                                                "`footprint why --depth`")] = 32,
     ) -> dict[str, Any]:
         store = fresh()
-        return why(store, store.resolve_run_id(run_id), item, max_depth=depth).to_dict()
+        return why(store, store.resolve_run_id(run_id), item, depth=depth).to_dict()
 
     return router
 

@@ -150,3 +150,24 @@ def test_why_over_http_takes_an_item_by_its_name_like_the_command(store: Store) 
     printed = CliRunner().invoke(cli, ["why", run_id, "--item", "input", "--json", "--db", str(store.path)])
     assert printed.exit_code == 0, printed.output
     assert {k: v for k, v in json.loads(printed.output).items() if k != "ranked"} == over_http
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_why_depth_means_the_same_over_http_and_in_the_command(store: Store, depth: int) -> None:
+    """`depth=N` and `footprint why --depth N` walk the same N origins (the command walked twice as far)."""
+    from click.testing import CliRunner
+
+    from explorer.cli import cli
+
+    agent = make_agent(recorder=Recorder(store))
+    agent.session_id = "alice"
+    for text in ("hello", "again"):
+        run_id = asyncio.run(agent.run(text)).run_id  # the second turn's history reaches back to the first
+    store.flush()
+    assert why(store, run_id, depth=depth).to_dict() != why(store, run_id).to_dict(), "the depth must cut the walk"
+    with serve_in_thread(create_app(recordings=store)) as url, RecordingsClient(url) as client:
+        over_http = client.why(run_id, depth=depth)
+    store.close()
+    printed = CliRunner().invoke(cli, ["why", run_id, "--depth", str(depth), "--json", "--db", str(store.path)])
+    assert printed.exit_code == 0, printed.output
+    assert {k: v for k, v in json.loads(printed.output).items() if k != "ranked"} == over_http

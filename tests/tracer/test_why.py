@@ -112,8 +112,8 @@ def test_why_of_a_given_item_and_depth(store: Store) -> None:
     result_hash = next(h for h, i in data.items.items() if i.kind == "tool_result")
     evidence = why(store, run1, result_hash[:10])
     assert evidence.root.item_kind == "tool_result"
-    shallow = why(store, run1, max_depth=2)
-    assert max(d for d, _ in shallow.root.walk()) <= 2
+    shallow = why(store, run1, depth=1)  # one origin: the answer, its inference, that inference's inputs
+    assert max(d for d, _ in shallow.root.walk()) == 2
     with pytest.raises(NotFoundError, match="no item"):
         why(store, run1, "ffffffffffff")
 
