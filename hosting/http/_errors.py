@@ -51,8 +51,9 @@ def _message(error: Any) -> str:
     return message.removeprefix("Value error, ")
 
 
-def error_response(exc: Exception) -> JSONResponse:
-    """The JSON response for an error the host raised (shared by the app and the turn fast path)."""
+def error_response(exc: Exception, *, where: str = "") -> JSONResponse:
+    """The JSON response for an error the host raised (shared by the app and the turn fast path);
+    an internal error is logged here, once, with its traceback (``where``: the request)."""
     if isinstance(exc, TurnRefusedError):
         return JSONResponse(error_body(exc.code, str(exc), session_id=exc.session_id), status_code=exc.http_status)
     if isinstance(exc, VersionConflictError):
@@ -64,7 +65,7 @@ def error_response(exc: Exception) -> JSONResponse:
     if isinstance(exc, SessionStoreError | StoreError):
         log.error("store error: %s", exc)
         return JSONResponse(error_body("store_error", str(exc)), status_code=503)
-    log.error("internal error: %s: %s", type(exc).__name__, exc, exc_info=exc)
+    log.error("internal error%s: %s: %s", f" on {where}" if where else "", type(exc).__name__, exc, exc_info=exc)
     return JSONResponse(error_body("internal_error", f"the host failed: {type(exc).__name__}: {exc}"), status_code=500)
 
 
@@ -103,12 +104,7 @@ def install_error_handlers(app: FastAPI) -> None:
                  StoreError):
         app.add_exception_handler(kind, _footprint_error)
 
-    @app.exception_handler(Exception)
-    async def internal(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("internal error on %s %s", request.method, request.url.path)
-        return JSONResponse(
-            error_body("internal_error", f"the host failed: {type(exc).__name__}: {exc}"), status_code=500
-        )
+    app.add_middleware(InternalErrorMiddleware)
 
 
 #: pydantic's error types for a body that is missing or is not a JSON object (not a field's error)
@@ -129,6 +125,36 @@ def _bad_body(request: Request, error: Any) -> JSONResponse:
             type(None): "null"}.get(type(value), "not an object")
     return JSONResponse(error_body("invalid_request", f"the body must be a JSON object, not {kind}"),
                         status_code=422)
+
+
+class InternalErrorMiddleware:
+    """Answers an unexpected error with the JSON 500 and logs it once.
+
+    Not an ``exception_handler(Exception)``: Starlette runs that one in its outermost middleware,
+    which raises the error again after the reply, so the server logged it a second time. An error
+    after the reply started cannot be answered: it goes on to the server, which logs it (once).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as exc:
+            if started:
+                raise
+            await error_response(exc, where=f"{scope['method']} {scope['path']}")(scope, receive, send)
 
 
 class BodyLimitMiddleware:

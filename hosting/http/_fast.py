@@ -70,7 +70,7 @@ class TurnFastPath:
             reply = await self.host.handle(request.message, session_id=request.session_id,
                                            decision=request.decision, turn_id=request.turn_id)
         except Exception as exc:
-            await error_response(exc)(scope, receive, send)
+            await error_response(exc, where="POST /v1/turns")(scope, receive, send)
             return
         payload = json.dumps(reply.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
         await send({"type": "http.response.start", "status": 200,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -268,3 +269,20 @@ async def test_turns_take_the_fast_path_unless_fastapi_traces_requests(
         assert (reply.status_code, reply.json()["answer"]) == (200, "echo: hi")
         assert (await c.get("/v1/health")).status_code == 200
     assert seen == ([] if traced else ["/v1/turns"])
+
+
+@pytest.mark.parametrize(("method", "route", "broken"), [("GET", "/v1/sessions", "sessions_overview"),
+                                                       ("POST", "/v1/turns", "handle")])
+async def test_an_internal_error_is_answered_and_logged_once(host: StandingAgent, client: httpx.AsyncClient,
+                                                            caplog: pytest.LogCaptureFixture, monkeypatch: Any,
+                                                            method: str, route: str, broken: str) -> None:
+    async def fail(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(host, broken, fail)
+    with caplog.at_level(logging.ERROR):
+        # the transport raises what the app raises again: what a server then logs a second time
+        reply = await client.request(method, route, json={"message": "hi", "session_id": "zoe"}, headers=AUTH)
+    assert reply.status_code == 500 and reply.json()["error"]["code"] == "internal_error"
+    logged = [r for r in caplog.records if "kaboom" in r.getMessage() or (r.exc_info and "kaboom" in str(r.exc_info[1]))]
+    assert len(logged) == 1 and f"{method} {route}" in logged[0].getMessage()
