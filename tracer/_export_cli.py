@@ -83,11 +83,14 @@ def otlp(
     )
 
     kind = resolve_protocol(protocol)
-    exporter = otlp_span_exporter(endpoint, kind, timeout=timeout)
     with_content = content_from_env() if content is None else content
     with Store.open(db, read_only=True) as store:
         ids = _run_ids(store, runs, session, all_runs)
+        if not ids:  # only --all of an empty store: nothing to send, so no collector is needed
+            click.echo(f"no runs to export in {db}")  # as `footprint runs` says it (exit 0)
+            return
         check_collector_reachable(endpoint, kind, timeout=min(1.0, timeout))
+        exporter = otlp_span_exporter(endpoint, kind, timeout=timeout)
         target = endpoint or _default_endpoint(kind)
         click.echo(f"Sending {len(ids)} run(s) from {db} to {target} over OTLP/{kind}"
                    f"{' with message content' if with_content else ''}...", err=True)

@@ -483,3 +483,16 @@ async def test_an_unreachable_collector_fails_at_once_in_one_line(
     assert out == ""
     assert lines == [f"footprint: error: cannot reach the OTLP collector at 127.0.0.1:{port} (Connection refused): "
                      "start it, or pass --endpoint (or set OTEL_EXPORTER_OTLP_ENDPOINT)"]
+
+
+def test_export_all_of_an_empty_store_says_so_without_a_collector(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on: reaching for it would fail the export
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        db = tmp_path / "fp.duckdb"
+        Store.open(db).close()
+        result = CliRunner().invoke(cli, ["export", "otlp", "--all", "--db", str(db),
+                                          "--endpoint", f"http://127.0.0.1:{port}"])
+    assert (result.exit_code, result.output) == (0, f"no runs to export in {db}\n")
