@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from tracer import Edge, RunData, Stage, StageKind, StageStatus, started_run
+from tracer import Edge, RunData, Stage, StageKind, StageStatus, one_line, started_run
 
-from ._format import duration, one_line, tokens
+from ._format import duration, tokens
 
 BOX_W = 22
 BOX_H = 3

@@ -120,14 +120,6 @@ def duration(start: float | None, end: float | None) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
-def one_line(text: str | None, width: int) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    flat = " ".join((text or "").split())
-    if width <= 0:
-        return ""
-    return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"
-
-
 def short_id(run_id: str | None) -> str:
     """A run or stage id short enough for a column (its tail, which is what differs)."""
     if not run_id:

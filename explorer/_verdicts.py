@@ -15,9 +15,7 @@ from agent import Tool, ToolRegistry
 from agent.evidence import Edit, blame, counterfactual, replay
 from agent.evidence.cli import live_provider, load_tools
 from agent.providers import Provider
-from tracer import Run, Store
-
-from ._format import one_line
+from tracer import Run, Store, one_line
 
 #: The live model a re-run is answered by, chosen from the original run (its labels, its model).
 ProviderFor = Callable[[Run], Provider]

@@ -45,6 +45,7 @@ from ._records import (
     context_item_to_dict,
 )
 from ._redaction import RedactionPolicy
+from ._render import one_line
 from ._rundata import RunData
 from ._serialize import (
     origin_from_dict,
@@ -139,6 +140,7 @@ __all__ = [
     "item_names",
     "left_out",
     "new_id",
+    "one_line",
     "origin_from_dict",
     "origin_to_dict",
     "rank",

@@ -42,7 +42,9 @@ def cells(text: str) -> int:
 
 
 def one_line(text: str | None, width: int = 60) -> str:
-    """``text`` on one line, cut to ``width`` terminal columns with an ellipsis."""
+    """``text`` on one line, cut to ``width`` terminal columns with an ellipsis (nothing for no room)."""
+    if width <= 0:
+        return ""
     flat = _SPACES.sub(" ", text or "").strip()
     if cells(flat) <= width:
         return flat

@@ -10,9 +10,9 @@ from textual.message import Message
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from tracer import Evidence, EvidenceNode, OriginKind
+from tracer import Evidence, EvidenceNode, OriginKind, one_line
 
-from .._format import ORIGIN_COLOURS, STAGE_COLOURS, kind_label, one_line, short_id
+from .._format import ORIGIN_COLOURS, STAGE_COLOURS, kind_label, short_id
 
 _EXPAND_DEPTH = 8  # deeper branches start collapsed so a long session stays readable
 

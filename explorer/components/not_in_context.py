@@ -6,9 +6,9 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
-from tracer import DroppedItem
+from tracer import DroppedItem, one_line
 
-from .._format import ORIGIN_COLOURS, one_line, short_id
+from .._format import ORIGIN_COLOURS, short_id
 from ._keys import MovableTable
 
 

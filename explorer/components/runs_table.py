@@ -16,9 +16,9 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
-from tracer import Run, RunFilter
+from tracer import Run, RunFilter, one_line
 
-from .._format import clock, cost_short, head, one_line, status_text, tokens
+from .._format import clock, cost_short, head, status_text, tokens
 from .._source import ALL_RUNS, RecordingSource
 from ._keys import TABLE_MOVES
 

@@ -12,9 +12,18 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
-from tracer import Origin, RunData, SnapshotDiff, SnapshotEntry, Stage, diff_snapshots, estimate_tokens
+from tracer import (
+    Origin,
+    RunData,
+    SnapshotDiff,
+    SnapshotEntry,
+    Stage,
+    diff_snapshots,
+    estimate_tokens,
+    one_line,
+)
 
-from .._format import ORIGIN_COLOURS, kind_label, one_line, origin_text, tokens
+from .._format import ORIGIN_COLOURS, kind_label, origin_text, tokens
 from .._prefetch import missing_snapshots
 from ._keys import MovableTable
 from ._snapshots import SnapshotsWanted

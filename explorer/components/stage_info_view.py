@@ -9,9 +9,9 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from tracer import RunData, Stage, StageKind
+from tracer import RunData, Stage, StageKind, one_line
 
-from .._format import ORIGIN_COLOURS, clock, duration, one_line
+from .._format import ORIGIN_COLOURS, clock, duration
 from .._prefetch import has_snapshot
 from ._snapshots import SnapshotsWanted
 

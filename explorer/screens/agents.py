@@ -11,9 +11,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from tracer import RunFilter
+from tracer import RunFilter, one_line
 
-from .._format import one_line
 from ..components.agents_table import AgentsTable
 from ..components.runs_table import RunsTable
 

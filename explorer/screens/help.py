@@ -11,7 +11,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from .._format import one_line
+from tracer import one_line
+
 from ..components._keys import MovableTable
 
 

@@ -12,7 +12,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Checkbox, Input, OptionList, SelectionList, Static, TextArea
 from textual.widgets.option_list import Option
 
-from .._format import one_line
+from tracer import one_line
+
 from ..sandbox import FIELDS, Persona
 from ..sandbox._personas import MAX_NAME
 

@@ -16,9 +16,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from tracer import Item, RunData, SnapshotEntry, Stage, child_run_ids, item_names, started_run
+from tracer import Item, RunData, SnapshotEntry, Stage, child_run_ids, item_names, one_line, started_run
 
-from .._format import ORIGIN_COLOURS, STAGE_COLOURS, STATUS_COLOURS, clock, cost, one_line, tokens
+from .._format import ORIGIN_COLOURS, STAGE_COLOURS, STATUS_COLOURS, clock, cost, tokens
 from .._prefetch import OpenedRun, RunLoad, missing_snapshots, read_team
 from ..components._snapshots import SnapshotsWanted
 from ..components.flowchart import Flowchart

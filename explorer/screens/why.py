@@ -14,9 +14,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, Tree
 
-from tracer import Evidence, EvidenceNode, Store, item_names
+from tracer import Evidence, EvidenceNode, Store, item_names, one_line
 
-from .._format import ORIGIN_COLOURS, one_line
+from .._format import ORIGIN_COLOURS
 from .._verdicts import (
     Verdict,
     blame_verdict,

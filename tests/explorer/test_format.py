@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from explorer import _format as fmt
+from tracer import one_line
 
 
 def test_tokens_costs_and_durations_fit_their_columns() -> None:
@@ -14,8 +15,11 @@ def test_tokens_costs_and_durations_fit_their_columns() -> None:
 
 
 def test_previews_are_one_line_and_cut_with_an_ellipsis() -> None:
-    assert fmt.one_line("a\n  b\tc", 10) == "a b c"
-    assert fmt.one_line("abcdefghij", 5) == "abcd…"
+    assert one_line("a\n  b\tc", 10) == "a b c"
+    assert one_line("abcdefghij", 5) == "abcd…"
+    assert one_line("abc", 0) == "" and one_line("abc", -3) == ""  # no room, no ellipsis either
+    assert one_line("日本語のテキスト", 7) == "日本語…"  # cut by terminal columns (a wide character takes two)
+    assert not hasattr(fmt, "one_line"), "the explorer uses tracer's one_line, not a copy of its own"
     assert fmt.head("support-0042", 10) == "support-0…" and fmt.head(None, 5) == "-"
 
 
