@@ -14,7 +14,7 @@ from ._compare import (
 )
 from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_runs, diff_snapshots, estimate_tokens
 from ._dropped import DROPPED_SINCE, DroppedContext, dropped_context, left_out
-from ._files import refuse_truncated, restrict_to_owner
+from ._files import missing_directory, refuse_truncated, restrict_to_owner
 from ._ids import new_id
 from ._json import canonical_json
 from ._lineage import child_run_ids, child_runs, started_run
@@ -139,6 +139,7 @@ __all__ = [
     "feed_listener",
     "item_names",
     "left_out",
+    "missing_directory",
     "new_id",
     "one_line",
     "origin_from_dict",

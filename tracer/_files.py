@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -34,6 +35,15 @@ def restrict_to_owner(path: str | os.PathLike[str]) -> None:
 
 #: DuckDB's file header: one main header and two database headers of 4 KiB before the first block.
 _HEADER_BYTES = 3 * 4096
+
+
+def missing_directory(path: str | os.PathLike[str]) -> str | None:
+    """Why a file at ``path`` cannot be created because of its directory, or None if it can be tried."""
+    file = Path(path)
+    parent = file.parent
+    if file.exists() or parent.is_dir():
+        return None
+    return f"{parent} is a file, not a directory" if parent.exists() else f"the directory {parent} does not exist"
 
 
 def truncation(con: Any, path: str | os.PathLike[str]) -> str | None:

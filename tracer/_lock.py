@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 
+from ._files import missing_directory
 from ._redaction import MASK
 from .errors import NotAStoreError, StoreLockedError
 
@@ -53,8 +54,8 @@ def _unopenable_message(path: str, duckdb_error: str) -> str:
     """Why ``path`` could not be opened, blaming the file only when the file is the trouble."""
     file = Path(path)
     parent = file.parent
-    if not file.exists() and not parent.is_dir():
-        what = f"{parent} is a file, not a directory" if parent.exists() else f"the directory {parent} does not exist"
+    what = missing_directory(file)
+    if what is not None:
         return f"cannot create the footprint store {path}: {what} (create the directory, or pass another --db)"
     if "permission denied" in duckdb_error.lower():
         where = path if file.exists() else f"{path} in {parent}"

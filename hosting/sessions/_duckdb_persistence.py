@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from tracer import RedactionPolicy, Store, refuse_truncated, restrict_to_owner
+from tracer import RedactionPolicy, Store, missing_directory, refuse_truncated, restrict_to_owner
 
 from ..errors import SessionStoreError, VersionConflictError
 from ._stored import SessionHead, StoredPersistence, StoredSession, WriteSet, plan_batch
@@ -323,6 +323,8 @@ def _connect_owned(path: str) -> duckdb.DuckDBPyConnection:
     new = path != ":memory:" and not os.path.exists(path)
     if not new and path != ":memory:":
         refuse_truncated(path)
+    if new and (what := missing_directory(path)) is not None:
+        raise SessionStoreError(f"cannot create the session store {path}: {what} (create the directory first)")
     con = duckdb.connect(path)
     if new:
         restrict_to_owner(path)

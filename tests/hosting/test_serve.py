@@ -138,3 +138,22 @@ def test_serve_refuses_an_unreachable_postgresql_session_store(tmp_path: Path) -
     assert done.returncode == 1 and done.stdout == ""
     assert "cannot reach the PostgreSQL session store postgresql://nobody:***@127.0.0.1:1/x" in done.stderr
     assert "hunter2" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("where", "says"), [
+    ("no/such/dir/s.duckdb", "the directory {tmp}/no/such/dir does not exist"),
+    ("a-file/s.duckdb", "{tmp}/a-file is a file, not a directory"),
+])
+def test_serve_names_a_session_store_directory_that_is_not_there(tmp_path: Path, where: str, says: str) -> None:
+    """It said DuckDB's 'IO Error: Cannot open file ...'; it says what is wrong with the directory, as --db does."""
+    import subprocess
+    import sys
+
+    (tmp_path / "a-file").write_text("")
+    done = subprocess.run(
+        [sys.executable, "-c", "from explorer.cli import main; main()", "serve", "--port", "0", "--agent", "echo",
+         "--db", str(tmp_path / "r.duckdb"), "--sessions", str(tmp_path / where)],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert f"cannot create the session store {tmp_path / where}: {says.format(tmp=tmp_path)}" in done.stderr
+    assert "IO Error" not in done.stderr and "Traceback" not in done.stderr
