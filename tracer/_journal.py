@@ -9,10 +9,17 @@ the last journal number it applied. A store opened for writing after a crash fir
 records past that number (:func:`pending`); a clean close applies everything and removes the file.
 
 A record is a header (payload length u32, crc32 u32, number u64, little-endian) and the bundle as
-msgpack. The file is allocated ahead and written from its start again once everything in it is
-applied, so a sync overwrites allocated blocks and changes no file size (the fdatasync then has
-no metadata to journal). Reading stops at the first record whose checksum fails or whose number
-is not the next one: a torn tail (a write no caller was told had finished) or an earlier pass.
+msgpack. The journal is two segment files, ``<store>.journal`` and ``<store>.journal.1``, written in
+turn: once the one being written is :data:`REUSE_AFTER` bytes in, the next sync writes the other
+one from its start, as soon as the tables hold every record in it. The writer thread lags the syncs
+by a batch or so, never a whole segment, so under a steady load neither file grows past about
+:data:`REUSE_AFTER` (one file reused only when the writer had caught up at the moment of a sync
+grew to 99 MB in the soak). Each file is allocated ahead and written over, so a sync overwrites
+allocated blocks and changes no file size (the fdatasync then has no metadata to journal). Reading
+a segment stops at the first record whose checksum fails or whose number is not the next one: a
+torn tail (a write no caller was told had finished) or an earlier pass, all of whose records the
+tables hold. A segment is written only after the other one is synced, so the records the tables
+lack are the numbers after theirs, read from the two segments in order up to the first gap.
 
 Group commit: a sync writes everything appended so far, so bundles appended by other threads (or
 other runs) meanwhile share one fdatasync, and a caller whose bundle another sync already covered
@@ -42,8 +49,18 @@ log = logging.getLogger("footprint.tracer")
 
 
 def journal_path(store_path: str) -> str:
-    """Where the journal of the store at ``store_path`` lives."""
+    """Where the journal of the store at ``store_path`` lives (its first segment)."""
     return store_path + ".journal"
+
+
+def segment_paths(journal: str) -> tuple[str, str]:
+    """The two segment files of the journal at ``journal`` (see the module's docstring)."""
+    return journal, journal + ".1"
+
+
+def journal_files(store_path: str) -> list[str]:
+    """The journal segments beside the store at ``store_path`` that exist."""
+    return [p for p in segment_paths(journal_path(store_path)) if os.path.exists(p)]
 
 
 def encode_bundle(bundle: Bundle | StageRows) -> bytes:
@@ -105,6 +122,17 @@ def read_records(path: str) -> list[tuple[int, bytes]]:
     return records
 
 
+def read_journal(path: str, applied: int = 0) -> list[tuple[int, bytes]]:
+    """The records past ``applied`` in the journal at ``path`` (both segments), in order, up to the
+    first number missing."""
+    found = {n: payload for segment in segment_paths(path) for n, payload in read_records(segment) if n > applied}
+    records = []
+    while applied + 1 in found:
+        applied += 1
+        records.append((applied, found[applied]))
+    return records
+
+
 def applied_number(meta: dict[str, str]) -> int:
     """The last journal record the store holds, from its ``fp_meta`` rows."""
     try:
@@ -116,38 +144,59 @@ def applied_number(meta: dict[str, str]) -> int:
 def pending(path: str, applied: int) -> list[Bundle | StageRows]:
     """The journaled bundles of the store at ``path`` that its tables do not hold yet, numbered."""
     bundles = []
-    for number, payload in read_records(journal_path(path)):
-        if number > applied:
-            try:
-                bundle = decode_bundle(payload)
-            except (msgspec.DecodeError, IndexError, TypeError, AttributeError, ValueError) as exc:
-                raise StoreError(
-                    f"{journal_path(path)}: record {number} passed its checksum but cannot be read ({exc}); "
-                    f"move the file aside to open the store without its last sync-recorded stages"
-                ) from exc
-            bundle.seq = number
-            bundles.append(bundle)
+    for number, payload in read_journal(journal_path(path), applied):
+        try:
+            bundle = decode_bundle(payload)
+        except (msgspec.DecodeError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise StoreError(
+                f"{journal_path(path)}: record {number} passed its checksum but cannot be read ({exc}); "
+                f"move {' and '.join(journal_files(path))} aside to open the store without its last "
+                f"sync-recorded stages"
+            ) from exc
+        bundle.seq = number
+        bundles.append(bundle)
     return bundles
 
 
+def remove_journal(store_path: str) -> None:
+    """Delete the journal beside the store at ``store_path`` (its tables hold all of it)."""
+    for segment in segment_paths(journal_path(store_path)):
+        try:
+            os.unlink(segment)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreError(f"cannot remove the applied sync journal {segment}: {exc.strerror}") from exc
+
+
 class Journal:
-    """The journal file of one writable store; numbers continue after ``last`` (already applied)."""
+    """The journal files of one writable store; numbers continue after ``last`` (already applied)."""
 
     def __init__(self, path: str, last: int) -> None:
         self.path = path
+        self._fds: list[int | None] = [self._create(segment_paths(path)[0]), None]  # the second on first use
         try:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)  # conversations: the owner only
-        except OSError as exc:
-            raise StoreError(f"cannot create the sync journal {path}: {exc.strerror}") from exc
+            os.unlink(segment_paths(path)[1])  # an earlier store's, all of it applied before this open
+        except OSError:
+            pass
         self.lock = threading.Lock()  # held while a bundle is numbered and queued: numbers follow queue order
-        self._sync_lock = threading.Lock()  # one sync writes the file at a time
+        self._sync_lock = threading.Lock()  # one sync writes the files at a time
         self._buffer: list[bytes] = []  # records appended and not yet written
         self._appended = last  # the number of the last record appended
         self._synced = last  # ... written and synced
         self.applied = last  # ... in the store's tables (set by the writer thread)
-        self._synced_offset = 0  # where the next write goes
-        self._allocated = 0
+        self._segment = 0  # the segment being written
+        self._synced_offset = 0  # where in it the next write goes
+        self._allocated = [0, 0]
+        self._last_in = [last, last]  # the last record number written to each segment
         self._closed = False
+
+    @staticmethod
+    def _create(segment: str) -> int:
+        try:
+            return os.open(segment, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)  # conversations: the owner only
+        except OSError as exc:
+            raise StoreError(f"cannot create the sync journal {segment}: {exc.strerror}") from exc
 
     def append(self, payload: bytes) -> int:
         """Number a payload and buffer its record; call with :attr:`lock` held. Returns the number."""
@@ -168,20 +217,33 @@ class Journal:
                 records, self._buffer = self._buffer, []
                 last = self._appended
             data = b"".join(records)
-            offset = self._synced_offset
-            if offset >= REUSE_AFTER and self.applied >= self._synced:
-                offset = 0  # everything written so far is in the store: write over it from the start
+            segment, offset = self._next_write()
             try:
-                if offset + len(data) > self._allocated:
-                    self._allocate(offset + len(data))
-                os.pwrite(self._fd, data, offset)
-                os.fdatasync(self._fd)
-            except OSError as exc:
+                fd = self._fds[segment]
+                if fd is None:
+                    fd = self._fds[segment] = self._create(segment_paths(self.path)[segment])
+                if offset + len(data) > self._allocated[segment]:
+                    self._allocate(segment, offset + len(data))
+                os.pwrite(fd, data, offset)
+                os.fdatasync(fd)
+            except (OSError, StoreError) as exc:
                 with self.lock:  # kept for a later try: nothing was acknowledged
                     self._buffer[:0] = records
+                if isinstance(exc, StoreError):
+                    raise
                 raise StoreError(f"writing the sync journal {self.path} failed: {exc.strerror}") from exc
-            self._synced_offset = offset + len(data)
-            self._synced = last
+            self._segment, self._synced_offset = segment, offset + len(data)
+            self._last_in[segment] = self._synced = last
+
+    def _next_write(self) -> tuple[int, int]:
+        """The segment and offset the next sync writes at."""
+        segment, offset = self._segment, self._synced_offset
+        if offset >= REUSE_AFTER:
+            if self.applied >= self._synced:
+                offset = 0  # everything written so far is in the store: write over it from the start
+            elif self.applied >= self._last_in[1 - segment]:
+                segment, offset = 1 - segment, 0  # the other segment is all in the store: write over it
+        return segment, offset
 
     def mark_applied(self, number: int) -> None:
         """The store's tables hold every record up to ``number`` (called by the writer thread)."""
@@ -192,24 +254,29 @@ class Journal:
         """True when the tables hold every record appended."""
         return self.applied >= self._appended
 
-    def _allocate(self, size: int) -> None:
-        size = max(size, self._allocated) + _GROW
+    def _allocate(self, segment: int, size: int) -> None:
+        size = max(size, self._allocated[segment]) + _GROW
         try:
-            os.posix_fallocate(self._fd, 0, size)
+            os.posix_fallocate(self._fds[segment], 0, size)  # type: ignore[arg-type]
         except (OSError, AttributeError):  # a file system without it: writes extend the file instead
-            self._allocated = 1 << 62
+            self._allocated[segment] = 1 << 62
             return
-        self._allocated = size
+        self._allocated[segment] = size
 
     def close(self, *, remove: bool) -> None:
-        """Close the file; ``remove``: delete it as well (when everything in it is applied)."""
+        """Close the files; ``remove``: delete them as well (when everything in them is applied)."""
         with self._sync_lock:
             if self._closed:
                 return
             self._closed = True
-            os.close(self._fd)
+            for fd in self._fds:
+                if fd is not None:
+                    os.close(fd)
         if remove:
-            try:
-                os.unlink(self.path)
-            except OSError as exc:
-                log.warning("could not remove the sync journal %s: %s", self.path, exc)
+            for segment in segment_paths(self.path):
+                try:
+                    os.unlink(segment)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    log.warning("could not remove the sync journal %s: %s", segment, exc)

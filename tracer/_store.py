@@ -22,7 +22,15 @@ from typing import Any
 import duckdb
 
 from ._files import refuse_truncated, restrict_to_owner, truncated_message, truncation
-from ._journal import Journal, applied_number, encode_bundle, journal_path, pending
+from ._journal import (
+    Journal,
+    applied_number,
+    encode_bundle,
+    journal_files,
+    journal_path,
+    pending,
+    remove_journal,
+)
 from ._lock import DEFAULT_WAIT, connect
 from ._records import PARENT_RUN, Run
 from ._schema import APPLICATION, DROP_RUN_INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
@@ -60,15 +68,6 @@ def _flush_open_stores() -> None:
             import sys
 
             print(f"footprint: could not flush {store.path} at exit", file=sys.stderr)
-
-
-def _remove_journal(path: str) -> None:
-    try:
-        os.unlink(journal_path(path))
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise StoreError(f"cannot remove the applied sync journal {journal_path(path)}: {exc.strerror}") from exc
 
 
 @dataclass(frozen=True)
@@ -204,13 +203,13 @@ class Store(RunReads):
         process recording under ``sync`` ended without closing the store)."""
         meta = dict(con.execute("SELECT key, value FROM fp_meta WHERE key = ?", [JOURNAL_KEY]).fetchall())
         journaled = applied_number(meta)
-        if not os.path.exists(journal_path(path)):
+        if not journal_files(path):
             return journaled, []
         replay = [] if created else pending(path, journaled)  # (beside a new store: its file is gone)
         if read_only:
             return journaled, replay  # open() applies them through a writable open first
         if not replay:
-            _remove_journal(path)
+            remove_journal(path)
         return journaled, replay
 
     def _apply_journal(self, bundles: Sequence[Bundle | StageRows]) -> None:
@@ -227,7 +226,7 @@ class Store(RunReads):
                 f"{journal_path(self.path)} failed; the journal is kept: {exc}"
             ) from exc
         self._journaled = max(self._journaled, bundles[-1].seq)
-        _remove_journal(self.path)  # all of it is committed now
+        remove_journal(self.path)  # all of it is committed now
         logging.getLogger("footprint.tracer").info(
             "%s: applied %d sync-recorded bundle(s) from %s", self.path, len(bundles), journal_path(self.path))
 
