@@ -40,10 +40,10 @@ sys.path.insert(0, str(ROOT))
 
 import httpx2 as httpx  # noqa: E402
 
+from tests.hosting.hostkit import postgres_dsn  # noqa: E402
 from tests.hosting.soakkit import message  # noqa: E402
 
 FOOTPRINT = Path(sys.executable).parent / "footprint"
-PG_DSNS = ("postgresql://postgres@127.0.0.1:5432/test", "postgresql://root@127.0.0.1:5432/test")
 STORES = ("duckdb-sync", "duckdb-exit", "postgresql")
 
 
@@ -57,6 +57,7 @@ class Outcome:
     done_at: list[float] = field(default_factory=list)  # when each answered turn came back
     rss_at_10: int = 0
     rss_end: int = 0
+    journal_end: int = 0  # the sync journal's bytes at the end, the host still running
     bytes_first: float = 0.0
     bytes_last: float = 0.0
     stored_ok: bool = False
@@ -70,19 +71,6 @@ def _rss(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def _postgres_dsn() -> str | None:
-    import psycopg
-
-    for dsn in PG_DSNS:
-        try:
-            with psycopg.connect(dsn, connect_timeout=3) as con:
-                con.execute("SELECT 1")
-            return dsn
-        except psycopg.Error:
-            continue
-    return None
 
 
 def _start(db: Path, durability: str, sessions: str, schema: str, agent: str) -> tuple[subprocess.Popen[str], str]:
@@ -191,7 +179,7 @@ async def soak(store: str, sessions: int, turns: int, workdir: Path, *, recorded
     schema = ""
     dsn = None
     if store == "postgresql":
-        dsn = _postgres_dsn()
+        dsn = postgres_dsn()
         if dsn is None:
             outcome.stored_note = "skipped: no PostgreSQL server on 127.0.0.1:5432"
             return outcome
@@ -204,6 +192,7 @@ async def soak(store: str, sessions: int, turns: int, workdir: Path, *, recorded
     proc, url = _start(db, durability, sessions_spec, schema, agent)
     try:
         await _drive(url, proc.pid, sessions, turns, outcome, prefix)
+        outcome.journal_end = sum(p.stat().st_size for p in workdir.glob(f"{db.name}.journal*"))
     finally:
         proc.terminate()
         try:
@@ -240,6 +229,7 @@ def report(o: Outcome) -> dict[str, Any]:
         "throughput_ratio": round(last / first, 2) if first else None,
         "rss_mb_at_10pct": round(o.rss_at_10 / 2**20, 1), "rss_mb_end": round(o.rss_end / 2**20, 1),
         "rss_ratio": round(o.rss_end / o.rss_at_10, 2) if o.rss_at_10 else None,
+        "journal_mb_end": round(o.journal_end / 2**20, 1),
         "stored_bytes_per_turn_first_10pct": round(o.bytes_first), "stored_bytes_per_turn_last_10pct": round(o.bytes_last),
         "bytes_ratio": round(o.bytes_last / o.bytes_first, 2) if o.bytes_first else None,
         "every_answered_turn_stored_once": o.stored_ok, "stored": o.stored_note,
@@ -272,7 +262,8 @@ def main() -> int:
                 print(f"{store}: {r['answered']} answered, {r['failed']} failed in {r['seconds']} s; "
                       f"turns/s first 10% {r['turns_per_s_first_10pct']}, last 10% {r['turns_per_s_last_10pct']} "
                       f"(ratio {r['throughput_ratio']}, target >= 0.8); RSS {r['rss_mb_at_10pct']} MB at 10%, "
-                      f"{r['rss_mb_end']} MB at the end (ratio {r['rss_ratio']}, target <= 1.2); stored bytes/turn "
+                      f"{r['rss_mb_end']} MB at the end (ratio {r['rss_ratio']}, target <= 1.2); journal "
+                      f"{r['journal_mb_end']} MB at the end; stored bytes/turn "
                       f"{r['stored_bytes_per_turn_first_10pct']} first 10%, {r['stored_bytes_per_turn_last_10pct']} "
                       f"last 10% (ratio {r['bytes_ratio']}, target flat); {r['stored']}", flush=True)
                 for failure in r["first_failures"]:
