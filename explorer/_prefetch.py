@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 
-from tracer import Item, RunData, SnapshotEntry, child_run_ids, child_runs
+from tracer import Item, NotFoundError, RunData, SnapshotEntry, child_run_ids, child_runs
 
 from ._flowlayout import OUTPUT_LABELLED, default_stage
 from ._source import RecordingSource
@@ -65,12 +65,18 @@ def read_opening(source: RecordingSource, run_id: str, stage_id: str | None = No
     So are the stages whose flowchart boxes show an output (the question, the answer), and a run
     of up to :data:`WHOLE_RUN_STAGES` stages is read whole. Blocks: run it on a thread.
     """
-    outline = source.load_outline(run_id, [stage_id] if stage_id else [])
+    try:
+        outline = source.load_outline(run_id, [stage_id] if stage_id else [])
+    except NotFoundError:
+        if not stage_id:
+            raise
+        # a stage the run does not have (an id from another run's screen): open at the default
+        outline, stage_id = source.load_outline(run_id, []), None
     read = {stage_id} if stage_id else set()
     if len(outline.stages) <= WHOLE_RUN_STAGES:
         wanted = [s.id for s in outline.stages]
     else:
-        first = stage_id if stage_id and outline.has_stage(stage_id) else default_stage(outline)
+        first = stage_id or default_stage(outline)
         wanted = ([first] if first else []) + [s.id for s in outline.stages if s.kind in OUTPUT_LABELLED]
     opened = OpenedRun.of(outline, read)
     missing = missing_snapshots(opened, wanted)

@@ -68,7 +68,8 @@ class RunReads:
 
         ``snapshots`` names the stages to read whole, when not every stage: the run comes with all
         its stages, edges and outputs, but with the snapshots (``inputs``) of those stages only,
-        and ``items`` holds the items those stages saw and output. :meth:`load_snapshots` reads
+        and ``items`` holds the items those stages saw and output; a stage id the run does not
+        have raises :class:`NotFoundError` naming it. :meth:`load_snapshots` reads
         other stages later. A long run's snapshots are most of what it holds (each inference saw
         the conversation so far), so a screen that shows one stage at a time reads that one.
         """
@@ -80,6 +81,7 @@ class RunReads:
         cur = self.cursor()
         try:
             self._read_outline(cur, loaded, ONE_RUN, [run_id, run_id])
+            _refuse_unknown_stages(run_id, wanted, {s.id for s in data.stages})
             if wanted:
                 data.inputs = self._read_snapshots(
                     cur, f"{ONE_RUN} AND stage_id IN (SELECT unnest(?))", [run_id, run_id, wanted]
@@ -111,10 +113,7 @@ class RunReads:
             outputs = cur.execute(
                 f"SELECT id, outputs FROM fp_stage WHERE {ONE_RUN} AND id IN (SELECT unnest(?))", params
             ).fetchall()
-            unknown = set(wanted) - {stage_id for stage_id, _ in outputs}
-            if unknown:
-                raise NotFoundError(f"run {run_id!r} has no stage {', '.join(sorted(unknown))} "
-                                    f"(its stages are listed by a read of the run)")
+            _refuse_unknown_stages(run_id, wanted, {stage_id for stage_id, _ in outputs})
             inputs = self._read_snapshots(cur, f"{ONE_RUN} AND stage_id IN (SELECT unnest(?))", params).get(run_id, {})
             hashes = {h for (_, packed) in outputs for h in unpack_hashes(packed or "")}
             if self._has_plain_rows():
@@ -261,3 +260,12 @@ class RunReads:
             chunk = wanted[start:start + 1000]
             rows += self.query(f"SELECT hash, kind, text, body FROM fp_item WHERE hash IN ({placeholders(chunk)})", chunk)
         return {r[0]: Item(r[1], json.loads(r[3]) if r[3] else {"text": r[2]}, r[0]) for r in rows}
+
+
+def _refuse_unknown_stages(run_id: str, wanted: Iterable[str], stages: set[str]) -> None:
+    """Raise NotFoundError naming the ids among ``wanted`` the run has no stage for (a typo or
+    another run's stage is not read as a stage without a snapshot)."""
+    unknown = set(wanted) - stages
+    if unknown:
+        raise NotFoundError(f"run {run_id!r} has no stage {', '.join(sorted(unknown))} "
+                            f"(its stages are listed by a read of the run)")

@@ -4,7 +4,8 @@
         -> {"runs": [tracer.run_to_dict(run), ...], "total": N}
     GET /v1/recordings/runs/{run_id}?snapshots=  -> tracer.rundata_to_dict(store.load_run(id))
         (``snapshots``: comma-separated ids of the stages to send whole, when not every stage;
-        empty for none: ``store.load_run(id, snapshots=...)``, all stages, edges and outputs)
+        empty for none: ``store.load_run(id, snapshots=...)``, all stages, edges and outputs; a
+        stage id the run does not have is 404, naming it)
     GET /v1/recordings/runs/{run_id}/snapshots?stages=  -> store.load_snapshots(id, stages) in
         rundata_to_dict's form: the run, ``inputs`` of those stages and ``items`` those stages saw
         and output (no stages, edges or outputs); a stage id the run does not have is 404, naming it

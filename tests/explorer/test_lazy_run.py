@@ -252,3 +252,18 @@ async def test_opening_at_a_stage_reads_that_stage_with_the_outline(
         assert screen.query_one(Flowchart).selected_stage == tool
         assert not any(tool.id in ids for ids in source.stages_read()), "it came with the outline"
         assert '"date"' in str(screen.query_one("#tool-call-body").render())
+
+
+async def test_a_run_opened_at_a_stage_it_does_not_have_opens_at_its_default_stage(
+    store: Store, whole: RunData, settle: Callable[..., Any]
+) -> None:
+    """The read API refuses a stage id the run lacks (404 naming it): the opening reads the outline
+    again without it, and the run opens at the stage it shows by default."""
+    other = store.load_run("r-000001").stages[0].id
+    source = NotingSource(store)
+    app = _app(source, run_id=RUN, stage_id=other)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        screen = _run_screen(app)
+        assert screen.data is not None and screen.data.read == {whole.stages[-1].id, whole.stages[0].id}
+        assert [what for what, _, _ in source.reads][:3] == ["outline", "outline", "snapshots"]

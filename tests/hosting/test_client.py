@@ -84,6 +84,8 @@ def test_client_reads_a_run_a_stage_at_a_time(store: Store) -> None:
             client.load_snapshots("r-does-not-exist", [inference.id])
         with pytest.raises(NotFoundError, match="has no stage s-typo"):  # not an empty answer
             client.load_snapshots(ids[1], [inference.id, "s-typo"])
+        with pytest.raises(NotFoundError, match="has no stage s-typo"):  # not a run without that snapshot
+            client.load_run(ids[1], snapshots=[inference.id, "s-typo"])
 
 
 def test_client_sends_turns_and_lists_sessions(store: Store) -> None:
