@@ -337,6 +337,13 @@ class StandingAgent:
         if stored != text and stored != self.sessions.policy.text(text):
             raise TurnIdReusedError(session_id, turn_id)
 
+    @staticmethod
+    def _replayed(turn: dict[str, Any]) -> TurnReply:
+        """The stored reply of a finished turn, sent again to a retry of it."""
+        reply = TurnReply.from_dict(turn.get("reply") or {"status": "answered"})
+        reply.replayed = True
+        return reply
+
     def _instance_lock(self, slot: Slot) -> contextlib.AbstractAsyncContextManager[Any]:
         return slot.lock if self._shared is not None else contextlib.nullcontext()
 
@@ -347,12 +354,16 @@ class StandingAgent:
         agent = slot.agent
         envelope = await self.sessions.load(session_id)  # UnreadableEnvelopeError fails this request
         marker = envelope.turn if envelope is not None else None
+        sent = decision if decision is not None else message
         if turn_id and marker and marker.get("turn_id") == turn_id:
-            self._check_same_turn(marker, session_id, turn_id, decision if decision is not None else message)
+            self._check_same_turn(marker, session_id, turn_id, sent)
         if turn_id and marker and marker.get("turn_id") == turn_id and marker.get("state") == "done":
-            reply = TurnReply.from_dict(marker.get("reply") or {"status": "answered"})
-            reply.replayed = True
-            return reply
+            return self._replayed(marker)
+        if turn_id and envelope is not None and (not marker or marker.get("turn_id") != turn_id):
+            earlier = await self.sessions.finished_turn(session_id, turn_id)  # a turn id names one turn forever
+            if earlier is not None:
+                self._check_same_turn(earlier, session_id, turn_id, sent)
+                return self._replayed(earlier)
         recovered: dict[str, Any] | None = None
         if envelope is not None and needs_recovery(envelope, shared=self.sessions.shared, host_id=self.host_id):
             async with self._instance_lock(slot):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from typing import Any
 
 from tracer import RedactionPolicy
 
@@ -46,6 +47,11 @@ class SessionStore(ABC):
         for compatibility: every save is committed before it returns, so a reply is never sent
         for a turn that is not stored.
         """
+
+    @abstractmethod
+    async def finished_turn(self, session_id: str, turn_id: str) -> dict[str, Any] | None:
+        """The ``{"text", "reply"}`` of the session's finished turn sent with ``turn_id`` (any earlier
+        turn, not only the last), as stored; None when no finished turn has that id."""
 
     @abstractmethod
     async def delete(self, session_id: str) -> bool:

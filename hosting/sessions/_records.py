@@ -7,6 +7,9 @@ A session is stored as
   (recovery does that, rarely) — so the records only ever grow;
 * one value, ``host.session``: the conversation's other fields, the paused run, the turn marker,
   tool results persisted mid-batch, status and last run — small, and rewritten by each save;
+* one value per finished turn sent with a ``turn_id``, ``turn.<turn_id>``: its text and reply, so a
+  retry of any earlier turn gets that turn's reply (the marker holds only the last turn). Not
+  under ``host.``: a load does not read them; :meth:`RecordSessions.finished_turn` reads one;
 * the session's head row: the version (optimistic concurrency), status and timestamps.
 
 A save is one write set — the new records, the value, the guarded head — committed with whatever
@@ -38,6 +41,7 @@ FORMAT = "footprint.session/2"
 SESSION_VALUE = "host.session"  # everything of the envelope but its messages
 UNREADABLE_VALUE = "host.unreadable"  # what an earlier version stored and nobody could read
 REWIND = "host.rewind"  # a record: the conversation keeps its first ``keep`` messages
+TURN_VALUE = "turn."  # + turn_id: a finished turn's text and reply (see the module's docstring)
 
 
 def _dumps(value: Any) -> str:
@@ -82,6 +86,10 @@ def envelope_writes(
     text, changed = _masked({"format": FORMAT, "conversation": head, "status": envelope.status,
                              "last_run_id": envelope.last_run_id, **rest}, policy)
     writes.values[SESSION_VALUE] = text
+    turn = envelope.turn
+    if turn and turn.get("turn_id") and turn.get("state") == "done":
+        writes.values[TURN_VALUE + str(turn["turn_id"])] = _masked(
+            {"text": turn.get("text"), "reply": turn.get("reply")}, policy)[0]
     if changed:
         back = json.loads(text)
         rest = {k: back[k] for k in rest}
@@ -254,6 +262,19 @@ class RecordSessions(SessionStore):
         if envelope is not None and self._cache_limit and stored.head is not None:
             self._remember(envelope.copy(), sum(len(b) for _, _, b in stored.records), stored.head.next_seq - 1)
         return envelope
+
+    async def finished_turn(self, session_id: str, turn_id: str) -> dict[str, Any] | None:
+        """The ``{"text", "reply"}`` of the session's finished turn ``turn_id`` (masked, as stored), or None."""
+        key = TURN_VALUE + turn_id
+        stored = await self.persistence.read(session_id, records=False, prefix=key)
+        for found, text in stored.values:
+            if found == key:
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    return None
+                return value if isinstance(value, dict) else None
+        return None
 
     async def save(self, envelope: Envelope, *, durable: bool = True) -> Envelope:
         """Append what the envelope added since the version it was loaded at; returns once committed.

@@ -143,3 +143,28 @@ async def test_delete_and_list(sessions: SessionStore) -> None:
     assert [s.session_id for s in await sessions.list()] == ["s3", "s1"]
     # a deleted session starts again at version 1
     assert (await sessions.save(_envelope("s2", "again"))).version == 1
+
+
+async def test_a_turn_id_names_one_turn_forever_not_only_the_last(sessions: SessionStore) -> None:
+    """A retry of an earlier turn, after later ones, gets that turn's stored reply (it is not run
+    again); the same id with another message is refused; a host started again on the store agrees."""
+    from hosting import TurnIdReusedError, standing_agent
+    from tests.hosting.hostkit import echo_model, make_agent
+
+    model = echo_model()
+    host = standing_agent(agent_factory=lambda: make_agent(model), sessions=sessions)
+    first = await host.handle("hello", session_id="alice", turn_id="t-1")
+    await host.handle("later", session_id="alice", turn_id="t-2")
+    await host.handle("no id", session_id="alice")
+    again = await host.handle("hello", session_id="alice", turn_id="t-1")
+    assert again.replayed and (again.answer, again.run_id) == (first.answer, first.run_id) == ("echo #1: hello", first.run_id)
+    with pytest.raises(TurnIdReusedError, match="'t-1'"):
+        await host.handle("something else", session_id="alice", turn_id="t-1")
+    assert len(model.requests) == 3
+    restarted = standing_agent(agent_factory=lambda: make_agent(model), sessions=sessions)
+    assert (await restarted.handle("later", session_id="alice", turn_id="t-2")).replayed
+    assert (await restarted.handle("next", session_id="alice", turn_id="t-3")).answer == "echo #4: next"
+    assert (await restarted.handle("hello", session_id="bob", turn_id="t-1")).answer == "echo #1: hello"  # per session
+    assert len(model.requests) == 5
+    loaded = await sessions.load("alice")
+    assert loaded is not None and len(loaded.held()) == 8  # 4 turns, 2 messages each: none ran twice
