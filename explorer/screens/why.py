@@ -139,6 +139,7 @@ class WhyScreen(Screen[None]):
 
     def _describe(self, node: EvidenceNode | None) -> None:
         detail = self.query_one("#why-detail", Static)
+        detail.remove_class("failed")
         if node is None:
             detail.update("")
             return
@@ -208,7 +209,7 @@ class WhyScreen(Screen[None]):
 
     def action_replay(self) -> None:
         """Run this run again from its recording (no model, no tools) and say whether it came out the same."""
-        self.query_one("#why-detail", Static).update(Text("replaying from the recording…", style="yellow"))
+        self._detail_busy("replaying from the recording…")
         self._judge("replay", lambda store, _p, _t, _progress: replay_verdict(store, self.run_id))
 
     def action_counterfactual(self) -> None:
@@ -219,16 +220,21 @@ class WhyScreen(Screen[None]):
             self.notify("highlight an item of the context (not the answer or a stage) to remove it", timeout=4)
             return
         item_hash = data.item_hash
-        self.query_one("#why-detail", Static).update(
-            Text(f"re-running without: {one_line(data.text, 80)}…", style="yellow"))
+        self._detail_busy(f"re-running without: {one_line(data.text, 80)}…")
         self._judge("counterfactual", lambda store, provider, tools, _progress: counterfactual_verdict(
             store, self.run_id, item_hash, provider=provider, tools=tools))
 
     def action_blame(self) -> None:
         """Remove each item `why` names in turn and re-run: the culprits are the items whose removal flips it."""
-        self.query_one("#why-detail", Static).update(Text("blame: testing each suspect…", style="yellow"))
+        self._detail_busy("blame: testing each suspect…")
         self._judge("blame", lambda store, provider, tools, progress: blame_verdict(
             store, self.run_id, provider=provider, tools=tools, on_progress=progress))
+
+    def _detail_busy(self, line: str) -> None:
+        """Say below the tree that an evidence action is under way."""
+        detail = self.query_one("#why-detail", Static)
+        detail.remove_class("failed")
+        detail.update(Text(line, style="yellow"))
 
     @property
     def evidence_root(self) -> EvidenceNode | None:
@@ -273,5 +279,9 @@ class WhyScreen(Screen[None]):
         self.app.push_screen(VerdictScreen(message.verdict), opened)
 
     def on_why_screen_judge_failed(self, message: JudgeFailed) -> None:
-        self.query_one("#why-detail", Static).update(Text(f"{message.action} failed: {message.error}", style="red"))
-        self.notify(message.error, severity="error", timeout=8)
+        # the reason goes below the tree, whole; the toast only says that it failed: a toast of the
+        # reason itself covered the lines it was written on at 80x24 for its eight seconds
+        detail = self.query_one("#why-detail", Static)
+        detail.add_class("failed")
+        detail.update(Text(f"{message.action} failed: {message.error}", style="red"))
+        self.notify(f"{message.action} failed: the reason is below the tree", severity="error", timeout=4)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.text import Text
 
 from agent.evidence import EvidenceError
 from explorer import ExplorerApp
@@ -135,3 +136,33 @@ async def test_the_explorer_reads_read_only_and_holds_the_file_only_for_a_rerun(
         after = _cli_runs(sample_copy)
         assert after.returncode == 0, after.stderr
         assert shown.verdict.runs[0] in after.stdout  # the re-run is in the file for everyone
+
+
+async def test_a_failed_blame_shows_its_whole_reason_at_80x24(
+    open_app: Callable[..., ExplorerApp], sample_copy: Path, wrong_run: str, settle: Any,
+) -> None:
+    """The reason is written below the tree on as many lines as it takes, and the toast says only
+    that it failed: a toast of the reason covered the lines the reason was written on."""
+    reason = ("the model server answered 401: " + "incorrect API key provided; " * 16 + "END")
+
+    def no_provider(run: Any) -> Any:
+        raise EvidenceError(reason)
+
+    app = open_app(sample_copy, run_id=wrong_run, evidence_provider=no_provider)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await settle(pilot)
+        await pilot.press("b")
+        await settle(pilot, rounds=6)
+        why = app.screen
+        assert isinstance(why, WhyScreen)
+        detail = why.query_one("#why-detail")
+        shown = str(detail.render())
+        assert shown == f"blame failed: EvidenceError: {reason}"
+        needed = len(Text(shown).wrap(app.console, detail.content_size.width))
+        assert needed > 6 and detail.content_size.height >= needed, "every line of the reason is shown"
+        assert all(reason not in n.message for n in app._notifications), "no toast covers it"
+        await pilot.press("n")
+        await settle(pilot)
+        assert "failed" not in detail.classes  # an item's text takes the usual room again
