@@ -281,30 +281,37 @@ class RunRecording:
         parent_id = parent.id if isinstance(parent, StageRecording) else parent
         seq = next(self._seq)
         self._next = seq + 1
-        stage = StageRecording(self, new_id("s"), seq, str(kind), name or str(kind), parent_id)
+        kind = str(kind)
+        stage = StageRecording(self, new_id("s"), seq, kind, name or kind, parent_id)
         if attributes:
             stage.attributes.update(attributes)
-        for prev in after:
-            stage.edges.append((prev.id if isinstance(prev, StageRecording) else prev, str(edge)))
+        if after:
+            edge = str(edge)
+            stage.edges = [(prev.id if isinstance(prev, StageRecording) else prev, edge)
+                           for prev in after]
         self._open.add(stage.id)
         return stage
 
-    def _written(self, stage_id: str, bundle: StageRows, sources: Iterable[str]) -> None:
+    def _written(self, stage_id: str, bundle: StageRows, edges: list[tuple[str, str]]) -> None:
         """Hand a closed stage's rows to the writer once every stage its edges start at is written."""
-        self._open.discard(stage_id)
-        waiting_on = frozenset(s for s in sources if s in self._open)
-        if waiting_on:
-            self._waiting.append((waiting_on, bundle))
+        open_ = self._open
+        open_.discard(stage_id)
+        if edges:
+            waiting_on = frozenset(src for src, _ in edges if src in open_)
+            if waiting_on:
+                self._waiting.append((waiting_on, bundle))
+                return
+        if not self._waiting:  # the usual case: nothing held back, nothing to release
+            self.recorder._submit(bundle, self)
             return
         ready = [bundle]
-        if self._waiting:
-            still = []
-            for sources_left, held in self._waiting:
-                if any(s in self._open for s in sources_left):
-                    still.append((sources_left, held))
-                else:
-                    ready.append(held)
-            self._waiting = still
+        still = []
+        for sources_left, held in self._waiting:
+            if any(s in open_ for s in sources_left):
+                still.append((sources_left, held))
+            else:
+                ready.append(held)
+        self._waiting = still
         self.recorder._submit_all(ready, self)
 
     def end(
@@ -410,16 +417,18 @@ class StageRecording:
 
     def close(self, status: StageStatus | str = StageStatus.OK, error: str | None = None) -> None:
         """Close the stage and hand its rows to the writer (and wait for them under ``sync``)."""
-        self._check_open()
+        if self._closed:
+            self._check_open()
         self._closed = True
-        recorder = self.run.recorder
-        policy = recorder.redaction
-        run_id = self.run.id
+        run = self.run
+        recorder = run.recorder
+        run_id = run.id
         ended_at = time.time()
         bundle = StageRows()
-        edges = pack_edges(self.edges) if self.edges else ""
-        if edges is None:  # an id holds a separator: the edges go row by row
-            for src, kind in self.edges:
+        edges = self.edges
+        packed_edges = pack_edges(edges) if edges else ""
+        if packed_edges is None:  # an id holds a separator: the edges go row by row
+            for src, kind in edges:
                 bundle.add("fp_edge", (run_id, src, self.id, kind))
         outputs: str | None = ""
         if self._outputs:
@@ -433,16 +442,17 @@ class StageRecording:
             if outputs is None:
                 for position, h in enumerate(hashes):
                     bundle.add("fp_output", (run_id, self.id, position, h))
+        attributes = self.attributes
         bundle.stage = (
             self.id, run_id, self.seq, self.kind, self.name, str(status), self.started_at, ended_at,
-            self.parent_id, policy.json_text(self.attributes) if self.attributes else None,
-            None if error is None else policy.text(error), edges, outputs,
+            self.parent_id, recorder.redaction.json_text(attributes) if attributes else None,
+            None if error is None else recorder.redaction.text(error), packed_edges, outputs,
         )
         if self._inputs or self._dropped:
             # a session's inferences each see the context the last one saw and what was added since
-            conversation = f"{self.run.session_id or run_id}\x00{self.kind}"
+            conversation = f"{run.session_id or run_id}\x00{self.kind}"
             recorder._snapshots.add(bundle, run_id, self.id, self._inputs, self._dropped, conversation)
-        self.run._written(self.id, bundle, (src for src, _ in self.edges))
+        run._written(self.id, bundle, edges)
         if recorder.listeners:
             recorder._notify("stage_closed", self._recorded(str(status), ended_at, error))
 

@@ -171,7 +171,12 @@ def _chunks(values: Sequence[Any]) -> list[Sequence[Any]]:
 
 def _packed_column(values: Sequence[Any], sql_type: str) -> str | None:
     """The column as chunks of values joined by separators, or None when it goes better (long
-    strings) or only (a value holds a separator) as a plain list."""
+    strings, numbers) or only (a value holds a separator) as a plain list.
+
+    A column of numbers only goes as a list: DuckDB converts Python ints and floats faster than
+    Python writes their text and DuckDB parses it (a float's ``repr`` alone cost half the packing
+    of a batch's stage rows).
+    """
     nulls = 0
     encoded: Sequence[str | None]
     types = set(map(type, values))
@@ -184,10 +189,8 @@ def _packed_column(values: Sequence[Any], sql_type: str) -> str | None:
         if sum(map(len, values)) > _LONG * len(values):
             return None  # DuckDB takes long strings faster as a list than split out of one string
         encoded = values
-    elif types == {float}:
-        encoded = list(map(repr, values))
-    elif types == {int}:
-        encoded = list(map(str, values))
+    elif types == {float} or types == {int}:
+        return None
     elif types <= {str, type(None)}:
         nulls = values.count(None)
         encoded = [NULL_MARK if v is None else v for v in values]

@@ -203,3 +203,22 @@ def _stores() -> tuple[duckdb.DuckDBPyConnection, ...]:
     for con in cons:
         Store._prepare(con, "w", read_only=False)
     return cons
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(allow_nan=False),
+            st.integers(min_value=-(2**63), max_value=2**63 - 1),
+            st.one_of(st.none(), st.floats(allow_nan=False)),
+            st.one_of(st.none(), st.integers(min_value=-(2**31), max_value=2**31 - 1)),
+        ),
+        min_size=200,
+        max_size=260,
+    )
+)
+def test_number_columns_keep_every_value_exactly(rows: list[tuple[object, ...]]) -> None:
+    """Columns of numbers only go as lists, those with NULLs as packed text: both give back each value."""
+    columns = [("f", "DOUBLE"), ("i", "BIGINT"), ("fn", "DOUBLE"), ("n", "INTEGER")]
+    assert _roundtrip(columns, rows) == rows
