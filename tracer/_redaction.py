@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._json import encode_json
+from ._json import encode_json, flat_json
 
 MASK = "[REDACTED]"
 _PLAIN = re.compile(r'[ -~]*')  # printable ASCII: what the JSON text shows as is
@@ -46,6 +46,7 @@ class RedactionPolicy:
     _keyset: frozenset[str] = field(init=False, repr=False, compare=False)
     _guards: tuple[tuple[str, bool], ...] | None = field(init=False, repr=False, compare=False)
     _key_needles: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
+    _quoted_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         compiled = tuple(re.compile(p) for p in self.patterns)
@@ -62,6 +63,8 @@ class RedactionPolicy:
         needles = tuple(n for k in self._keyset for n in (f'"{k}":', f'\\"{k}\\"')) \
             if plain and (guards or not compiled) else None
         object.__setattr__(self, "_key_needles", needles)
+        # each key as it appears quoted inside a JSON string value, escaped: '"args": "{\\"password\\": ..."'
+        object.__setattr__(self, "_quoted_keys", tuple(f'\\"{k}\\"' for k in self._keyset))
 
     @classmethod
     def none(cls) -> RedactionPolicy:
@@ -123,13 +126,41 @@ class RedactionPolicy:
         return json.dumps(masked, ensure_ascii=False, separators=(",", ":") if compact else None)
 
     def json_text(self, value: Any) -> str:
-        """``value`` as JSON text with the policy applied: ``json.dumps(self.value(value), default=str)``.
+        """``value`` as JSON text with the policy applied: the JSON value of
+        ``json.dumps(self.value(value), default=str)``.
 
-        The value is encoded first; only when :meth:`may_change` the text is the value masked piece
-        by piece and encoded again.
+        A flat object (a stage's attributes) the policy leaves alone is written compactly by a
+        compiled encoder (see :meth:`_flat_text`). Any other value is encoded first; only when
+        :meth:`may_change` the text is the value masked piece by piece and encoded again.
         """
+        if type(value) is dict and self.hook is None and self._key_needles is not None:
+            text = self._flat_text(value)
+            if text is not None:
+                return text
         text = encode_json(value)
         return encode_json(self.value(value)) if self.may_change(text) else text
+
+    def _flat_text(self, value: dict[Any, Any]) -> str | None:
+        """The compact JSON text of a flat object (:func:`~tracer._json.flat_json`) when masking
+        it is sure to change nothing; None otherwise.
+
+        Its keys are checked as :meth:`value` checks them (by ``flat_json``); its strings, as they
+        appear in the text, for the patterns' leading literals (none holds a quote, a backslash or
+        a control character, so escaping never hides one) and, for a string holding JSON, for the
+        sensitive keys quoted inside it (escaped in the text: ``\\"key\\"``). A text that is not
+        ASCII or holds a ``\\u`` (an escape inside a string, which JSON inside it may use to spell
+        a key) goes the general way.
+        """
+        text = flat_json(value, self._keyset)
+        if text is None or not text.isascii() or "\\u" in text:
+            return None
+        if '\\"' in text:  # a string holds a quote: JSON, perhaps, with a sensitive key inside
+            lowered = text.lower()
+            for quoted in self._quoted_keys:
+                if quoted in lowered:
+                    return None
+            return None if self._may_match(text, lowered) else text
+        return None if self._may_match(text) else text
 
     def may_change(self, json_text: str) -> bool:
         """False when masking the JSON value whose text is ``json_text`` is sure to change nothing.
