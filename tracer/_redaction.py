@@ -16,9 +16,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._json import encode_json, flat_json
+from ._json import compact_json, encode_json
 
 MASK = "[REDACTED]"
+_CLEAN_KEPT = 4096  # keys and strings a policy remembers it leaves as they are (bounds its memory)
+_CLEAN_LONGEST = 200  # a longer string is checked every time it is seen
 _PLAIN = re.compile(r'[ -~]*')  # printable ASCII: what the JSON text shows as is
 
 DEFAULT_KEYS = ("api_key", "apikey", "password", "secret", "authorization", "token", "access_token")
@@ -46,7 +48,8 @@ class RedactionPolicy:
     _keyset: frozenset[str] = field(init=False, repr=False, compare=False)
     _guards: tuple[tuple[str, bool], ...] | None = field(init=False, repr=False, compare=False)
     _key_needles: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
-    _quoted_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _clean_keys: dict[str, None] = field(init=False, repr=False, compare=False)
+    _clean_strings: dict[str, None] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         compiled = tuple(re.compile(p) for p in self.patterns)
@@ -63,8 +66,9 @@ class RedactionPolicy:
         needles = tuple(n for k in self._keyset for n in (f'"{k}":', f'\\"{k}\\"')) \
             if plain and (guards or not compiled) else None
         object.__setattr__(self, "_key_needles", needles)
-        # each key as it appears quoted inside a JSON string value, escaped: '"args": "{\\"password\\": ..."'
-        object.__setattr__(self, "_quoted_keys", tuple(f'\\"{k}\\"' for k in self._keyset))
+        # keys that are not sensitive and strings that text() leaves as they are, seen lately
+        object.__setattr__(self, "_clean_keys", {})
+        object.__setattr__(self, "_clean_strings", {})
 
     @classmethod
     def none(cls) -> RedactionPolicy:
@@ -129,11 +133,11 @@ class RedactionPolicy:
         """``value`` as JSON text with the policy applied: the JSON value of
         ``json.dumps(self.value(value), default=str)``.
 
-        A flat object (a stage's attributes) the policy leaves alone is written compactly by a
+        A flat object (a stage's attributes) is checked value by value and written compactly by a
         compiled encoder (see :meth:`_flat_text`). Any other value is encoded first; only when
         :meth:`may_change` the text is the value masked piece by piece and encoded again.
         """
-        if type(value) is dict and self.hook is None and self._key_needles is not None:
+        if type(value) is dict and self.hook is None:
             text = self._flat_text(value)
             if text is not None:
                 return text
@@ -141,26 +145,35 @@ class RedactionPolicy:
         return encode_json(self.value(value)) if self.may_change(text) else text
 
     def _flat_text(self, value: dict[Any, Any]) -> str | None:
-        """The compact JSON text of a flat object (:func:`~tracer._json.flat_json`) when masking
-        it is sure to change nothing; None otherwise.
+        """The compact JSON text of a flat object (string keys; strings, ints, bools, None and
+        finite floats) that masking leaves as it is; None for any other value.
 
-        Its keys are checked as :meth:`value` checks them (by ``flat_json``); its strings, as they
-        appear in the text, for the patterns' leading literals (none holds a quote, a backslash or
-        a control character, so escaping never hides one) and, for a string holding JSON, for the
-        sensitive keys quoted inside it (escaped in the text: ``\\"key\\"``). A text that is not
-        ASCII or holds a ``\\u`` (an escape inside a string, which JSON inside it may use to spell
-        a key) goes the general way.
+        Each key is checked as :meth:`value` checks it and each string as :meth:`text` masks it;
+        keys and short strings that pass are remembered, so the keys and the recurring values of
+        a stage's attributes are looked up, not searched. (Only without a hook: a hook may change
+        a string it passed before.)
         """
-        text = flat_json(value, self._keyset)
-        if text is None or not text.isascii() or "\\u" in text:
-            return None
-        if '\\"' in text:  # a string holds a quote: JSON, perhaps, with a sensitive key inside
-            lowered = text.lower()
-            for quoted in self._quoted_keys:
-                if quoted in lowered:
+        clean_keys, clean_strings = self._clean_keys, self._clean_strings
+        for key, item in value.items():
+            if type(key) is not str:
+                return None
+            if key not in clean_keys:
+                if key.lower() in self._keyset:
                     return None
-            return None if self._may_match(text, lowered) else text
-        return None if self._may_match(text) else text
+                _remember(clean_keys, key)
+            kind = type(item)
+            if kind is str:
+                if item not in clean_strings:
+                    if self.text(item) != item:
+                        return None
+                    if len(item) <= _CLEAN_LONGEST:
+                        _remember(clean_strings, item)
+            elif kind is float:
+                if item - item != 0.0:  # inf or NaN: json writes Infinity / NaN, msgspec null
+                    return None
+            elif kind is not int and kind is not bool and item is not None:
+                return None
+        return compact_json(value)
 
     def may_change(self, json_text: str) -> bool:
         """False when masking the JSON value whose text is ``json_text`` is sure to change nothing.
@@ -205,6 +218,12 @@ class RedactionPolicy:
             return [self.value(v) for v in value]
         return value
 
+
+
+def _remember(seen: dict[str, None], text: str) -> None:
+    if len(seen) >= _CLEAN_KEPT:
+        seen.clear()
+    seen[text] = None
 
 
 def _literal_guards(compiled: tuple[re.Pattern[str], ...]) -> tuple[tuple[str, bool], ...] | None:

@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracer import ContextItem, Item, Origin, Recorder, RedactionPolicy, Store
-from tracer._json import flat_json
 from tracer._redaction import MASK
 
 SECRET_KEY = "sk-live-4f9a8b7c6d5e4f3a2b1c"
@@ -123,7 +122,7 @@ def test_json_text_is_the_masked_value_encoded(value: object) -> None:
     for policy in (RedactionPolicy(), RedactionPolicy.with_extra(keys=["note"]), RedactionPolicy.none()):
         text, expected = policy.json_text(value), json.dumps(policy.value(value), default=str)
         assert json.loads(text) == json.loads(expected)
-        if not isinstance(value, dict) or flat_json(value) is None:
+        if not isinstance(value, dict):
             assert text == expected
 
 
@@ -135,11 +134,13 @@ _scalars = st.none() | st.booleans() | st.integers() | st.floats() | _strings | 
 @given(st.dictionaries(st.sampled_from(["token", "Token", "input_tokens", "api_key", "APIKEY", "note", "arguments",
                                         "sk-key", "é"]) | _strings, _scalars, max_size=6))
 def test_a_flat_object_is_masked_as_json_dumps_masks_it(value: dict[str, object]) -> None:
-    """The compiled path for flat objects (stage attributes) masks what the general path masks;
-    NaN and infinities, which it does not write, go the general way."""
+    """The compiled path for flat objects (stage attributes) masks what the general path masks, also
+    the second time (it remembers the keys and strings it found clean); NaN and infinities, which
+    it does not write, go the general way."""
     for policy in (RedactionPolicy(), RedactionPolicy.with_extra(keys=["note"]), RedactionPolicy.none()):
-        text, expected = policy.json_text(value), json.dumps(policy.value(value), default=str)
-        assert json.dumps(json.loads(text), sort_keys=True) == json.dumps(json.loads(expected), sort_keys=True)
+        expected = json.dumps(json.loads(json.dumps(policy.value(value), default=str)), sort_keys=True)
+        for _ in range(2):
+            assert json.dumps(json.loads(policy.json_text(value)), sort_keys=True) == expected
 
 
 @settings(max_examples=300, deadline=None)
