@@ -11,6 +11,7 @@ run in :mod:`agent._batch`; pausing for a person and resuming live in :mod:`agen
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import operator
 import traceback
@@ -356,7 +357,8 @@ class RunLoop:
         if dropped:
             stage.set(window_dropped=len(dropped))
             newly = self._newly_dropped(stage, dropped)
-            stage.inputs(context, dropped=[*self.dropped_prompt, *((d, DROPPED_BY_WINDOW) for d in newly)])
+            # (pairs made in C: the list grows with the conversation when a whole one is recorded)
+            stage.inputs(context, dropped=[*self.dropped_prompt, *zip(newly, itertools.repeat(DROPPED_BY_WINDOW))])
         else:
             stage.inputs(context, dropped=self.dropped_prompt)
         await self.hook("before_inference", ctx, request)
@@ -412,7 +414,9 @@ class RunLoop:
         newly = dropped
         if previous is not None and (own_run or previous.depth < WINDOW_CHAIN):
             before = previous.dropped
-            if len(before) <= len(dropped) and all(map(operator.is_, before, dropped)):
+            kept = len(before)
+            if kept <= len(dropped) and (not kept or before[-1] is dropped[kept - 1]) \
+                    and all(map(operator.is_, before, dropped)):
                 since: str | list[str] = previous.stage_id if own_run else [previous.run_id, previous.stage_id]
                 stage.set(**{DROPPED_SINCE: {DROPPED_BY_WINDOW: since}})
                 record = WindowRecord(self.run.id, stage.id, dropped, previous.depth + (0 if own_run else 1))

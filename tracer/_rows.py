@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import re
 import threading
 from collections import OrderedDict
@@ -26,6 +27,7 @@ _HEAD_ORIGINS = frozenset({"prompt_section", "memory"})
 _TAIL_ORIGINS = frozenset({"config"})
 _CHAINS_KEPT = 256  # conversations whose last snapshot a packer remembers (bounds its memory)
 _PACKING = re.compile("[\x1a-\x1f]")  # the separators of a packed snapshot (tracer._schema)
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def _holds_separator(text: str) -> bool:
@@ -76,6 +78,10 @@ class _ChainEnd:
     stage_id: str
     log: list[str]  # the chain's log: every conversation entry its rows added, in order
     low: int  # the last snapshot's conversation is log[low:]
+    # what the last snapshot left out, when it is log[left_at:left_at + len(left)], each left out by left_by
+    left: list[ContextItem] | None = None
+    left_at: int = 0
+    left_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,20 +170,35 @@ class SnapshotPacker:
         conversation: str | None = None,
     ) -> None:
         """A stage's snapshot (``items`` sent, then ``dropped`` with why) into ``bundle``: one
-        ``fp_snapshot`` row, or (a value holding a separator) ``fp_entry`` rows one by one."""
-        entries = [*items, *(ci for ci, _ in dropped)] if dropped else items
+        ``fp_snapshot`` row, or (a value holding a separator) ``fp_entry`` rows one by one.
+
+        What the window left out grows with the conversation, and most of it is what the chain's
+        last row left out: those entries are not packed again (see :meth:`_left_in_log`).
+        """
         token = self._token
-        packed = [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle) for ci in entries]
-        reasons = [reason for _, reason in dropped]
-        unpackable = bool(dropped) and ("" in reasons or _holds_separator("".join(reasons)))
+        packed = [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle) for ci in items]
+        left_items: list[ContextItem] = list(map(_first, dropped)) if dropped else []
+        why = dict.fromkeys(map(_second, dropped)) if dropped else {}
+        unpackable = any(r == "" or _holds_separator(r) for r in why)
         key = conversation or run_id
-        if unpackable or "" in packed:
+        one_reason = next(iter(why)) if len(why) == 1 else None
+        if not unpackable and "" not in packed and self._chaining and one_reason is not None:
+            with self._lock:
+                placed = self._place_sliding(key, stage_id, items, packed, left_items, one_reason, bundle)
+            if placed is not None:
+                self._add_row(bundle, run_id, stage_id, packed, *placed, [], [])
+                return
+        left = [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle)
+                for ci in left_items]
+        reasons = list(map(_second, dropped)) if dropped else []
+        if unpackable or "" in packed or "" in left:
             with self._lock:
                 self._chains.pop(key, None)
+            entries = [*items, *left_items]
             for position, ci in enumerate(entries):  # a value holds a separator: these rows go one by one
                 o = ci.origin
                 included = position < len(items)
-                reason = None if included else dropped[position - len(items)][1]
+                reason = None if included else reasons[position - len(items)]
                 item_hash = self._sent.get(ci.item.hash) or self._stored_hash(ci.item, bundle)
                 bundle.add("fp_entry", (run_id, stage_id, position, item_hash, o.kind, o.run_id, o.stage_id, o.source,
                                         included, reason))
@@ -185,15 +206,22 @@ class SnapshotPacker:
         if not self._chaining:  # whole, as schema 2 stored every snapshot
             flags = "1" * len(items) + "0" * len(dropped)
             packed_dropped = ENTRY_SEP.join([FIELD_NULL] * len(items) + reasons) if dropped else ""
-            bundle.add("fp_snapshot", (run_id, stage_id, ENTRY_SEP.join(packed), flags, packed_dropped, stage_id, 0,
-                                       0, 0, len(packed), 0, 0, 0, 0, None))
+            bundle.add("fp_snapshot", (run_id, stage_id, ENTRY_SEP.join([*packed, *left]), flags, packed_dropped,
+                                       stage_id, 0, 0, 0, len(packed) + len(left), 0, 0, 0, 0, None))
             return
         head, end = _split(items)
-        left = packed[len(items):]
         with self._lock:
-            row, added = self._place(key, stage_id, packed[head:end], left, reasons)
-        rest = packed[end:len(items)]
-        explicit = left if row.drop_reason is None else []
+            row, added = self._place(key, stage_id, packed[head:end], left, left_items, one_reason)
+        self._add_row(bundle, run_id, stage_id, packed, row, added, head, end,
+                      left if row.drop_reason is None else [], reasons)
+
+    def _add_row(
+        self, bundle: Bundle | StageRows, run_id: str, stage_id: str, packed: list[str], row: ChainRow,
+        added: list[str], head: int, end: int, explicit: list[str], reasons: list[str],
+    ) -> None:
+        """The ``fp_snapshot`` row: the prompt, what it appends to the log, the tools and settings, and
+        what it left out when that is not a part of the log (``explicit``, each left out by ``reasons``)."""
+        rest = packed[end:]
         own = packed[:head] + added + rest + explicit
         flags = "1" * (len(own) - len(explicit)) + "0" * len(explicit)
         packed_dropped = ENTRY_SEP.join([FIELD_NULL] * (len(own) - len(explicit)) + reasons) if explicit else ""
@@ -201,8 +229,70 @@ class SnapshotPacker:
                                    head, len(added), len(rest) + len(explicit), row.log_start, row.low, row.drop_low,
                                    row.drop_high, row.drop_reason))
 
+    def _place_sliding(
+        self, key: str, stage_id: str, items: Sequence[ContextItem], packed: list[str], left_items: list[ContextItem],
+        reason: str, bundle: Bundle | StageRows,
+    ) -> tuple[ChainRow, list[str], int, int] | None:
+        """The row of a snapshot that continues its conversation's chain and left out, for one
+        reason, a part of the chain's log found without packing again what the last row left out
+        (the usual case: the window slid forward); None when it is not that case (:meth:`_place`
+        then does it the long way, to the same effect)."""
+        end = self._chains.get(key)
+        if end is None or stage_id <= end.stage_id or end.left is None or end.left_by != reason:
+            return None
+        head, stop = _split(items)
+        middle = packed[head:stop]
+        i = _continues(middle, end.log[end.low:])
+        if i < 0:
+            return None
+        log_start, low = len(end.log), end.low + i
+        added = middle[log_start - low:]
+        end.log.extend(added)
+        at = self._left_in_log(end, left_items, bundle)
+        if at < 0:
+            del end.log[log_start:]  # as it was: _place links the row
+            return None
+        end.link += 1
+        end.stage_id = stage_id
+        end.low = low
+        self._remember_left(end, left_items, at, reason)
+        self._chains.move_to_end(key)
+        return ChainRow(end.chain, end.link, log_start, low, at, at + len(left_items), reason), added, head, stop
+
+    def _left_in_log(self, end: _ChainEnd, left_items: list[ContextItem], bundle: Bundle | StageRows) -> int:
+        """Where ``left_items`` lie in the chain's log; -1 when not found cheaply.
+
+        The last row left out ``end.left`` from ``end.left_at`` on. When this one's list begins
+        with those very items (compared by identity: an edit, a rewind or a reload from a store
+        makes new ones), only the rest is packed and compared with the log after them. Else (the
+        list is what fell out since the last one's, see ``dropped_since``) it is looked for right
+        after the last one's.
+        """
+        previous = end.left
+        assert previous is not None
+        kept = len(previous)
+        if len(left_items) >= kept and left_items[kept - 1] is previous[-1] \
+                and all(map(operator.is_, previous, left_items)):
+            at, rest = end.left_at, left_items[kept:]
+        else:
+            at, rest, kept = end.left_at + kept, left_items, 0
+        token = self._token
+        new = [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle) for ci in rest]
+        if "" in new:
+            return -1
+        return at if end.log[at + kept:at + kept + len(new)] == new else -1
+
+    @staticmethod
+    def _remember_left(end: _ChainEnd, left_items: list[ContextItem], at: int, reason: str | None) -> None:
+        """Keep what a row left out (when it is the log's part from ``at``, for ``reason``) for the next row."""
+        if reason is None or at < 0 or not left_items:
+            end.left, end.left_at, end.left_by = None, 0, None
+        else:
+            end.left, end.left_at, end.left_by = left_items, at, reason
+
     def _place(
-        self, key: str, stage_id: str, middle: list[str], left: list[str], reasons: list[str]
+        self, key: str, stage_id: str, middle: list[str], left: list[str], left_items: list[ContextItem],
+        one_reason: str | None,
     ) -> tuple[ChainRow, list[str]]:
         """The chain row of a snapshot whose conversation part is ``middle`` and which left ``left``
         out, and the entries it appends to the chain's log.
@@ -213,7 +303,6 @@ class SnapshotPacker:
         out, when it all was left out for one reason and lies in the log (the window slid past it),
         is named as a part of the log; else it is stored in the row.
         """
-        one_reason = reasons[0] if reasons and all(r == reasons[0] for r in reasons) else None
         end = self._chains.get(key)
         if end is not None and stage_id > end.stage_id:
             i = _continues(middle, end.log[end.low:])
@@ -226,13 +315,15 @@ class SnapshotPacker:
                 end.low = low
                 self._chains.move_to_end(key)
                 at = _find(end.log, left) if one_reason is not None else -1
+                self._remember_left(end, left_items, at, one_reason)
                 row = ChainRow(end.chain, end.link, log_start, low,
                                *((at, at + len(left), one_reason) if at >= 0 else (0, 0, None)))
                 return row, added
         # a chain of its own: its log is what it left out (when for one reason), then its conversation
         in_log = left if one_reason is not None else []
         log = [*in_log, *middle]
-        self._chains[key] = _ChainEnd(stage_id, 0, stage_id, log, len(in_log))
+        chain = self._chains[key] = _ChainEnd(stage_id, 0, stage_id, log, len(in_log))
+        self._remember_left(chain, left_items, 0 if in_log else -1, one_reason)
         self._chains.move_to_end(key)
         while len(self._chains) > _CHAINS_KEPT:
             self._chains.popitem(last=False)

@@ -58,7 +58,12 @@ def _masked(value: Any, policy: RedactionPolicy) -> tuple[str, bool]:
 
 
 def _common_prefix(messages: Sequence[ContextItem], stored: Sequence[ContextItem]) -> int:
+    """How many messages the conversation still holds as stored (a save appends the ones after)."""
     limit = min(len(messages), len(stored))
+    if limit and messages[limit - 1] is stored[limit - 1] and tuple(messages[:limit]) == tuple(stored[:limit]):
+        # the usual case, a turn appended to what was stored: one comparison made in C (of the
+        # same objects, mostly), not a Python step per message of a long conversation
+        return limit
     kept = 0
     while kept < limit and (messages[kept] is stored[kept] or messages[kept] == stored[kept]):
         kept += 1

@@ -66,7 +66,7 @@ class _Session:
         self.sent: dict[str, tuple[str, Expected]] = {}
 
     def turn(self, text: str, *, window: int | None, tool: bool = False, dropped_by: str = "memory_window",
-             extra_dropped: list[tuple[ContextItem, str]] | None = None) -> None:
+             extra_dropped: list[tuple[ContextItem, str]] | None = None, left_from: int = 0) -> None:
         run = self.recorder.start_run(agent="a", input=text, session_id=self.name)
         with run.stage("prompt", "compose") as prompt:
             system = [prompt.output(Item.of_text("prompt_section", "be brief"), origin_kind="prompt_section",
@@ -78,7 +78,7 @@ class _Session:
         for call in range(calls):
             start = 0 if window is None else max(0, len(self.messages) - window)
             items = [*system, *self.messages[start:], *tail]
-            dropped = [(m, dropped_by) for m in self.messages[:start]] + (extra_dropped or [])
+            dropped = [(m, dropped_by) for m in self.messages[left_from:start]] + (extra_dropped or [])
             with run.stage("inference", f"call {call}") as inference:
                 inference.inputs(items, dropped=dropped)
                 if tool and call == 0:
@@ -139,16 +139,54 @@ def test_a_snapshot_that_does_not_continue_the_last_starts_a_chain_and_reads_bac
     reopened.close()
 
 
+def test_a_window_sliding_on_is_told_from_an_edit_a_reload_and_a_list_of_what_fell_out_since(tmp_path: Path) -> None:
+    """What the window left out is named as a part of the chain's log without packing the last row's
+    list again when it begins with the very items the last row left out; an edit inside that list,
+    the same messages loaded again (new objects), a list of only what fell out since the last call
+    (``dropped_since``) and one that lets a message back in each read back as they were sent."""
+    store = Store.open(tmp_path / "s.duckdb")
+    session = _Session(Recorder(store), "s")
+    for turn in range(30):
+        session.turn(f"turn {turn}", window=8, tool=turn % 4 == 3)
+    store.flush()
+    stored = _stored_entries(store)
+    for turn in range(30, 40):  # sliding on: what is left out costs no entries, only what is new does
+        session.turn(f"turn {turn}", window=8)
+    store.flush()
+    assert _stored_entries(store) - stored <= 10 * 5
+    # an edit in the middle of what was left out: the last item is the same object, the list is not
+    session.messages[5] = ContextItem(Item.of_text("user", "edited"), session.messages[5].origin)
+    session.turn("after an edit", window=8)
+    session.turn("and on", window=8)
+    # the same conversation loaded again (as from a session store): equal items, new objects
+    session.messages = [ContextItem(m.item, m.origin) for m in session.messages]
+    session.turn("after a reload", window=8)
+    session.turn("and on again", window=8)
+    # only what fell out since the last call is listed (the rest is named by dropped_since)
+    start = len(session.messages) - 8
+    session.turn("since", window=8, left_from=start)
+    session.turn("since again", window=8, left_from=start + 1)
+    session.turn("a message let back in", window=12)
+    session.turn("whole again", window=8)
+    store.flush()
+    _assert_read_back(store, session.sent)
+    store.close()
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(1, 8)), st.booleans(), st.booleans()),
-                min_size=1, max_size=16))
-def test_generated_sessions_read_back_as_they_were_sent(tmp_path_factory: object, turns: list[tuple[int | None, bool, bool]]) -> None:
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(1, 8)), st.booleans(),
+                          st.sampled_from(["", "", "rewind", "edit", "reload"])), min_size=1, max_size=16))
+def test_generated_sessions_read_back_as_they_were_sent(tmp_path_factory: object, turns: list[tuple[int | None, bool, str]]) -> None:
     path = tmp_path_factory.mktemp("chains") / "s.duckdb"  # type: ignore[attr-defined]
     store = Store.open(path)
     session = _Session(Recorder(store), "g")
-    for n, (window, tool, rewind) in enumerate(turns):
-        if rewind and len(session.messages) > 2:
+    for n, (window, tool, change) in enumerate(turns):
+        if change == "rewind" and len(session.messages) > 2:
             del session.messages[len(session.messages) // 2:]
+        elif change == "edit" and session.messages:  # (what the window left out, most likely)
+            session.messages[0] = ContextItem(Item.of_text("user", f"edited {n}"), session.messages[0].origin)
+        elif change == "reload":  # the same messages as new objects, as loaded from a store
+            session.messages = [ContextItem(m.item, m.origin) for m in session.messages]
         session.turn(f"t{n}", window=window, tool=tool)
     store.flush()
     _assert_read_back(store, session.sent)
