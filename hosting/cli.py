@@ -16,7 +16,9 @@ from agent import Agent
 from tracer import DEFAULT_PATH, Durability, Recorder, Store
 
 from .errors import HostingError
-from .sessions import DuckDBSessions, InMemorySessions, PostgresSessions, SessionStore
+from .sessions import DEFAULT_CACHE_BYTES, DuckDBSessions, InMemorySessions, PostgresSessions, SessionStore
+
+DEFAULT_CACHE_MB = DEFAULT_CACHE_BYTES // (1024 * 1024)
 
 AGENT_HELP = (
     "The agent to serve: `demo` (the personal assistant: the offline demo model, or OpenAI when "
@@ -84,21 +86,24 @@ def _first_agent(build: Callable[[Recorder], Agent], spec: str, recorder: Record
                                  param_hint="--agent") from None
 
 
-def _sessions_store(spec: str, store: Store, schema: str = "public") -> SessionStore:
+def _sessions_store(
+    spec: str, store: Store, schema: str = "public", cache_mb: int = DEFAULT_CACHE_MB
+) -> SessionStore:
+    cache_bytes = cache_mb * 1024 * 1024
     if spec == "duckdb":
-        return DuckDBSessions(store)
+        return DuckDBSessions(store, cache_bytes=cache_bytes)
     if spec == "memory":
         return InMemorySessions()
     if spec.startswith(("postgresql://", "postgres://")) or "dbname=" in spec:
         try:
-            sessions = PostgresSessions(spec, schema=schema)
+            sessions = PostgresSessions(spec, schema=schema, cache_bytes=cache_bytes)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--sessions-schema") from None
         sessions.check_reachable()  # a host that cannot store a turn does not start (SessionStoreError: exit 1)
         return sessions
     if Path(spec).resolve() == Path(store.path).resolve():
-        return DuckDBSessions(store)
-    return DuckDBSessions(path=spec)
+        return DuckDBSessions(store, cache_bytes=cache_bytes)
+    return DuckDBSessions(path=spec, cache_bytes=cache_bytes)
 
 
 @click.command("serve")
@@ -119,6 +124,9 @@ def _sessions_store(spec: str, store: Store, schema: str = "public") -> SessionS
               help="The PostgreSQL schema of the session tables (with a postgresql:// --sessions).")
 @click.option("--max-active-sessions", default=100, show_default=True, type=click.IntRange(1),
               help="Idle agent instances kept (pooled shape).")
+@click.option("--session-cache-mb", default=DEFAULT_CACHE_MB, show_default=True, type=click.IntRange(0),
+              help="Megabytes of conversations kept in memory (as stored), the least recently used let go first: "
+                   "a session let go is read back from --sessions on its next turn. 0 keeps none.")
 @click.option("--on-concurrent", type=click.Choice(["refuse", "enqueue"]), default="refuse", show_default=True,
               help="A second turn of a session while one runs: refuse it (409) or queue it.")
 @click.option("--grace", default=10.0, show_default=True, type=click.FloatRange(0),
@@ -135,8 +143,8 @@ def _sessions_store(spec: str, store: Store, schema: str = "public") -> SessionS
                    "events), stored beside --sessions; unfinished ones continue after a restart.")
 def serve_command(
     db: str, bind: str, port: int, token: str | None, durability: str, agent_spec: str, shape: str,
-    sessions_spec: str, sessions_schema: str, max_active_sessions: int, on_concurrent: str, grace: float,
-    host_id: str | None, with_gateway: bool, agents_seed: str | None, agents_store: str, durable: bool,
+    sessions_spec: str, sessions_schema: str, max_active_sessions: int, session_cache_mb: int, on_concurrent: str,
+    grace: float, host_id: str | None, with_gateway: bool, agents_seed: str | None, agents_store: str, durable: bool,
 ) -> None:
     """Start the standing-agent host: sessions, turns over HTTP, and the read API for recordings.
 
@@ -151,7 +159,7 @@ def serve_command(
     try:
         recorder = Recorder(store, durability=Durability(durability))
         first = _first_agent(build, agent_spec, recorder)
-        sessions = _sessions_store(sessions_spec, store, sessions_schema)
+        sessions = _sessions_store(sessions_spec, store, sessions_schema, session_cache_mb)
         if shape == "shared":
             host = StandingAgent(agent=first, sessions=sessions, durability=durability,
                                  on_concurrent_invoke=on_concurrent, recordings=store, close_sessions=True,

@@ -118,6 +118,11 @@ def _text_of(kind: str, body: dict[str, Any]) -> str:
     return text if isinstance(text, str) else canonical_json(text)
 
 
+def _text_only(body: dict[str, Any]) -> bool:
+    """True for a body of one text (``{"text": "..."}``), whose item's row stores no body."""
+    return len(body) == 1 and type(body.get("text")) is str
+
+
 @dataclass(frozen=True, slots=True)
 class Item:
     """A piece of context content, stored once however many snapshots hold it.
@@ -134,9 +139,13 @@ class Item:
 
     def __post_init__(self) -> None:
         if not self.hash:
-            # the same canonical text as content_hash(), kept: the store writes it as the body
             canonical = canonical_json(self.body)
-            object.__setattr__(self, "_canonical", canonical)
+            if not _text_only(self.body):
+                # the same canonical text as content_hash(), kept: the store writes it as the body.
+                # A text item's row has no body, and a conversation holds its items for its whole
+                # life: kept, the text would be held twice (a long session's host held every
+                # message's text twice)
+                object.__setattr__(self, "_canonical", canonical)
             kind = _KIND_JSON.get(self.kind) or canonical_json(self.kind)
             digest = hashlib.blake2b(f"[{kind},{canonical}]".encode(), digest_size=16)
             object.__setattr__(self, "hash", digest.hexdigest())
@@ -144,9 +153,12 @@ class Item:
     @property
     def canonical_body(self) -> str:
         """The canonical JSON text of the body (what the store keeps for non-text items)."""
-        if not self._canonical:
-            object.__setattr__(self, "_canonical", canonical_json(self.body))
-        return self._canonical
+        if self._canonical:
+            return self._canonical
+        canonical = canonical_json(self.body)
+        if not _text_only(self.body):
+            object.__setattr__(self, "_canonical", canonical)
+        return canonical
 
     @property
     def text(self) -> str:

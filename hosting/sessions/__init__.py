@@ -12,10 +12,11 @@ from ._envelope import Envelope, SessionSummary
 from ._memory import InMemorySessions, MemoryTables
 from ._postgres import PostgresSessions
 from ._postgres_persistence import PostgresPersistence
-from ._records import RecordSessions
+from ._records import DEFAULT_CACHE_BYTES, RecordSessions
 from ._stored import StoredPersistence
 
 __all__ = [
+    "DEFAULT_CACHE_BYTES",
     "DuckDBPersistence",
     "DuckDBSessions",
     "Envelope",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tracer import RedactionPolicy, Store
 
 from ._duckdb_persistence import DuckDBPersistence
-from ._records import RecordSessions, legacy_writes
+from ._records import DEFAULT_CACHE_BYTES, RecordSessions, legacy_writes
 
 
 class DuckDBSessions(RecordSessions):
@@ -25,7 +25,7 @@ class DuckDBSessions(RecordSessions):
 
     def __init__(
         self, store: Store | None = None, *, path: str | None = None, prefix: str = "fp_session",
-        cache_bytes: int = 64 * 1024 * 1024, policy: RedactionPolicy | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES, policy: RedactionPolicy | None = None,
     ) -> None:
         super().__init__(DuckDBPersistence(store, path=path, prefix=prefix, policy=policy, migrate=legacy_writes),
                          cache_bytes=cache_bytes)

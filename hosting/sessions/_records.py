@@ -41,6 +41,9 @@ FORMAT = "footprint.session/2"
 SESSION_VALUE = "host.session"  # everything of the envelope but its messages
 UNREADABLE_VALUE = "host.unreadable"  # what an earlier version stored and nobody could read
 REWIND = "host.rewind"  # a record: the conversation keeps its first ``keep`` messages
+#: The conversations a host keeps in memory, in bytes as stored (``footprint serve --session-cache-mb``).
+#: A message held costs about what it stores (its text, and ~450 bytes of objects).
+DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 TURN_VALUE = "turn."  # + turn_id: a finished turn's text and reply (see the module's docstring)
 
 
@@ -197,7 +200,7 @@ class RecordSessions(SessionStore):
     session's next turn reads what other hosts added since, not the whole conversation.
     """
 
-    def __init__(self, persistence: StoredPersistence, *, cache_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, persistence: StoredPersistence, *, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.persistence = persistence
         self.shared = persistence.shared
         self.location = persistence.location

@@ -63,6 +63,18 @@ def test_serve_help_and_bad_options() -> None:
     assert bad.exit_code != 0 and "cannot load 'no_such_module:thing'" in bad.output
     bad = runner.invoke(cli, ["serve", "--durability", "sometimes"])
     assert bad.exit_code != 0 and "sometimes" in bad.output
+    assert "--session-cache-mb" in result.output
+    bad = runner.invoke(cli, ["serve", "--session-cache-mb", "-1"])
+    assert bad.exit_code == 2 and "--session-cache-mb" in bad.output
+
+
+def test_the_session_cache_bound_reaches_the_session_store(tmp_path: Path) -> None:
+    from hosting.cli import _sessions_store
+
+    with Store.open(tmp_path / "s.duckdb") as store:
+        assert _sessions_store("duckdb", store, cache_mb=0)._cache_limit == 0  # type: ignore[attr-defined]
+        assert _sessions_store("duckdb", store, cache_mb=8)._cache_limit == 8 << 20  # type: ignore[attr-defined]
+        assert _sessions_store("duckdb", store)._cache_limit == 64 << 20  # type: ignore[attr-defined]
 
 
 async def test_a_draining_host_refuses_new_turns_and_lets_running_ones_finish() -> None:

@@ -48,6 +48,10 @@ def _stored_snapshot_entries(store: Store) -> int:
 async def test_long_sessions_of_big_turns_are_all_answered_stored_and_grow_linearly(tmp_path: Path) -> None:
     path = tmp_path / "soak.duckdb"
     store = Store.open(path)
+    # checkpoints every 1 MB of DuckDB's log (the default is 16 MB), so this small soak checkpoints
+    # about as often as the full one, under the default cap of DuckDB's memory: a checkpoint that
+    # cannot pin what it needs fails fatally (at a 64 MB cap the full soak died so, at turn ~800 of 8)
+    store.query("SET checkpoint_threshold = '1MB'")
     sessions = DuckDBSessions(store)
     recorder = Recorder(store)
     host = standing_agent(agent_factory=lambda: soak_agent(recorder), sessions=sessions, durability="sync",

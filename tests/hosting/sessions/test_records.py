@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -211,3 +212,95 @@ async def test_a_shared_store_reads_only_what_other_hosts_appended_since() -> No
         await two.close()
         with psycopg.connect(dsn, autocommit=True) as con:
             con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+# ---------------------------------------------------------------------- a session let go of and read back
+
+
+def _context_answer(request: Any) -> Any:
+    """Calls a tool on a ``[tool]`` message, and answers with a digest of the whole context it was
+    sent: an answer differs when anything in the context does."""
+    from agent.providers import calls
+
+    text = request.last_user_text()
+    since = []
+    for ci in reversed(request.context):
+        if ci.item.kind == ItemKind.USER:
+            break
+        since.append(ci)
+    if text.startswith("[tool]") and not any(ci.item.kind == ItemKind.TOOL_RESULT for ci in since):
+        return calls(("lookup", {"key": text[:12]}, f"call-{len(request.context)}"))
+    digest = hashlib.blake2b("\x00".join(ci.item.hash for ci in request.context).encode(), digest_size=6)
+    return f"{len(request.context)} items, {digest.hexdigest()}"
+
+
+def _windowed_agent(recorder: Any) -> Any:
+    from agent import Agent, ConversationMemory, Tool
+    from agent.providers import FunctionModel
+
+    async def lookup(arguments: dict[str, Any]) -> str:
+        return f"value of {arguments['key']}"
+
+    return Agent("windowed", provider=FunctionModel(_context_answer, name="digest"),
+                 tools=[Tool("lookup", "Look a key up.", {"type": "object", "properties": {"key": {"type": "string"}}},
+                             lookup)],
+                 recorder=recorder, memory=ConversationMemory(max_tokens=120))
+
+
+def _recorded(store: Store, session_id: str) -> list[Any]:
+    """The session's recording with its ids numbered in order: per run, per stage, what it was sent
+    and what it left out (through the left-out reader, which follows ``dropped_since``)."""
+    from tracer import RunFilter, dropped_context
+
+    runs = sorted(store.list_runs(RunFilter(session_id=session_id), limit=1000), key=lambda r: (r.started_at, r.id))
+    ids: dict[str | None, str] = {None: "-"}
+
+    def name(value: str | None) -> str:
+        return ids.setdefault(value, f"#{len(ids)}")
+
+    out: list[Any] = []
+    for run in runs:
+        data = store.load_run(run.id)
+        for stage in sorted(data.stages, key=lambda s: s.seq):
+            name(stage.id)
+        left = {d.stage_id: [(i.item_hash, i.dropped_by, name(i.origin.run_id), name(i.origin.stage_id))
+                             for i in d.items] for d in dropped_context(store, run.id)}
+        out.append((name(run.id), run.status, run.output, [
+            (stage.kind, [(e.item_hash, e.origin.kind, name(e.origin.run_id), name(e.origin.stage_id), e.included,
+                           e.dropped_by) for e in data.inputs.get(stage.id, [])], left.get(stage.id))
+            for stage in sorted(data.stages, key=lambda s: s.seq)]))
+    return out
+
+
+@pytest.mark.parametrize("durability", ["sync", "exit"])
+async def test_a_session_let_go_and_read_back_continues_as_one_kept(tmp_path: Path, durability: str) -> None:
+    """Two hosts run the same turns of two sessions: one keeps both conversations in memory, the
+    other keeps none (every turn reads its session back from the store). They answer the same, and
+    record the same snapshots and the same left-out context (ids aside)."""
+    from hosting import standing_agent
+    from tracer import Recorder
+
+    replies: dict[int, list[Any]] = {}
+    recorded: dict[int, list[Any]] = {}
+    for cache in (64 << 20, 0):
+        store = Store.open(tmp_path / f"cache-{cache}.duckdb")
+        sessions = DuckDBSessions(store, cache_bytes=cache)
+        recorder = Recorder(store)
+        host = standing_agent(agent_factory=lambda recorder=recorder: _windowed_agent(recorder), sessions=sessions,
+                              durability=durability, close_sessions=True)
+        got = replies[cache] = []
+        try:
+            for turn in range(14):
+                for session in ("a", "b"):
+                    tool = "[tool] " if turn % 3 == 1 else ""
+                    reply = await host.handle(f"{tool}{session} turn {turn}: " + "words " * 8, session_id=session)
+                    got.append((reply.status, reply.answer))
+        finally:
+            await host.close()
+        store.flush()
+        recorded[cache] = [_recorded(store, s) for s in ("a", "b")]
+        assert any(left for run in recorded[cache][0] for _, _, _, stages in [run] for *_, left in stages if left)
+        store.close()
+    assert replies[0] == replies[64 << 20]
+    assert all(status == "answered" for status, _ in replies[0])
+    assert recorded[0] == recorded[64 << 20]
