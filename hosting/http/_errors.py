@@ -96,6 +96,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        cause = exc.__cause__
+        if isinstance(cause, UnicodeDecodeError):  # FastAPI's "There was an error parsing the body"
+            return JSONResponse(error_body("invalid_json", f"the request body is not valid JSON: it is not UTF-8 "
+                                           f"(byte 0x{cause.object[cause.start]:02x} at position {cause.start})"),
+                                status_code=400)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         headers = dict(exc.headers or {})
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers)

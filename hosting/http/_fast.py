@@ -42,8 +42,8 @@ class TurnFastPath:
         authorized = self.expected_auth is None or hmac.compare_digest(
             headers.get(b"authorization", b""), self.expected_auth
         )
-        if not authorized or content_type != b"application/json":
-            await self.app(scope, receive, send)
+        if not authorized or content_type != b"application/json" or not self._length_fits(headers):
+            await self.app(scope, receive, send)  # (a body declared too big: the app's 413, before it is read)
             return
         chunks: list[bytes] = []
         size = 0
@@ -77,6 +77,16 @@ class TurnFastPath:
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(payload)).encode())]})
         await send({"type": "http.response.body", "body": payload})
+
+    def _length_fits(self, headers: dict[bytes, bytes]) -> bool:
+        """False when the declared Content-Length is over the limit (or not a length)."""
+        declared = headers.get(b"content-length")
+        if declared is None:
+            return True
+        try:
+            return 0 <= int(declared) <= self.max_body_bytes
+        except ValueError:
+            return False
 
 
 def _replay(body: bytes, more: bool, receive: Receive) -> Receive:

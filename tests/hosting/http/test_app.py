@@ -131,6 +131,7 @@ async def test_a_refused_stream_is_a_plain_json_error(client: httpx.AsyncClient,
     ("body", "code", "needle"),
     [
         ('{"message": "hi"', "invalid_json", "not valid JSON"),
+        (b'{"message": "caf\xe9"}', "invalid_json", "not UTF-8 (byte 0xe9 at position 16)"),
         ("[1, 2]", "invalid_request", "the body must be a JSON object, not an array"),
         ("null", "invalid_request", "the body must be a JSON object, not null"),
         ("", "invalid_request", "the request needs a JSON object body"),
@@ -141,7 +142,7 @@ async def test_a_refused_stream_is_a_plain_json_error(client: httpx.AsyncClient,
         ('{"decision": "yes"}', "invalid_request", "session_id"),
     ],
 )
-async def test_bad_input_gets_a_clear_4xx_json_error(client: httpx.AsyncClient, body: str, code: str,
+async def test_bad_input_gets_a_clear_4xx_json_error(client: httpx.AsyncClient, body: str | bytes, code: str,
                                                     needle: str) -> None:
     response = await client.post("/v1/turns", content=body, headers={**AUTH, "Content-Type": "application/json"})
     assert 400 <= response.status_code < 500
@@ -189,6 +190,31 @@ async def test_oversized_bodies_are_refused_with_413(client: httpx.AsyncClient) 
 
     streamed = await client.post("/v1/turns", content=chunks(), headers={**AUTH, "Content-Type": "application/json"})
     assert streamed.status_code == 413
+
+
+async def test_a_body_declared_over_the_limit_is_413_before_it_is_sent(host: StandingAgent) -> None:
+    """A Content-Length over the limit is answered at once, on the turn's fast path too: it waited
+    for bytes the client may never send."""
+    app = create_app(host, token=TOKEN, max_body_bytes=2048)
+    sent: list[dict[str, Any]] = []
+
+    async def never() -> dict[str, Any]:
+        await asyncio.Event().wait()
+        return {}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    for route in ("/v1/turns", "/v1/turns/stream"):
+        sent.clear()
+
+        scope = {"type": "http", "method": "POST", "path": route, "raw_path": route.encode(), "query_string": b"",
+                 "root_path": "", "scheme": "http", "server": ("host", 80), "client": ("c", 1), "http_version": "1.1",
+                 "headers": [(b"authorization", AUTH["Authorization"].encode()),
+                             (b"content-type", b"application/json"), (b"content-length", b"99999999999")]}
+        await asyncio.wait_for(app(scope, never, send), timeout=10)
+        assert sent[0]["status"] == 413, route
+        assert json.loads(sent[1]["body"])["error"]["code"] == "too_large"
 
 
 async def test_the_token_is_required_except_for_health(client: httpx.AsyncClient) -> None:
