@@ -360,10 +360,11 @@ class StandingAgent:
         if turn_id and marker and marker.get("turn_id") == turn_id and marker.get("state") == "done":
             return self._replayed(marker)
         if turn_id and envelope is not None and (not marker or marker.get("turn_id") != turn_id):
-            earlier = await self.sessions.finished_turn(session_id, turn_id)  # a turn id names one turn forever
+            earlier = await self.sessions.finished_turn(session_id, turn_id, sent)  # an id names one turn forever
             if earlier is not None:
-                self._check_same_turn(earlier, session_id, turn_id, sent)
-                return self._replayed(earlier)
+                if not earlier[1]:
+                    raise TurnIdReusedError(session_id, turn_id)
+                return self._replayed({"reply": earlier[0]})
         recovered: dict[str, Any] | None = None
         if envelope is not None and needs_recovery(envelope, shared=self.sessions.shared, host_id=self.host_id):
             async with self._instance_lock(slot):

@@ -49,9 +49,10 @@ class SessionStore(ABC):
         """
 
     @abstractmethod
-    async def finished_turn(self, session_id: str, turn_id: str) -> dict[str, Any] | None:
-        """The ``{"text", "reply"}`` of the session's finished turn sent with ``turn_id`` (any earlier
-        turn, not only the last), as stored; None when no finished turn has that id."""
+    async def finished_turn(self, session_id: str, turn_id: str, text: str) -> tuple[dict[str, Any], bool] | None:
+        """The stored reply of the session's finished turn sent with ``turn_id`` (any earlier turn,
+        not only the last), and whether ``text`` is the message (or decision) it was sent with;
+        None when no finished turn has that id."""
 
     @abstractmethod
     async def delete(self, session_id: str) -> bool:

@@ -7,7 +7,8 @@ A session is stored as
   (recovery does that, rarely) — so the records only ever grow;
 * one value, ``host.session``: the conversation's other fields, the paused run, the turn marker,
   tool results persisted mid-batch, status and last run — small, and rewritten by each save;
-* one value per finished turn sent with a ``turn_id``, ``turn.<turn_id>``: its text and reply, so a
+* one value per finished turn sent with a ``turn_id``, ``turn.<turn_id>``: its reply and a digest of
+  its message (the message itself is in the records), so a
   retry of any earlier turn gets that turn's reply (the marker holds only the last turn). Not
   under ``host.``: a load does not read them; :meth:`RecordSessions.finished_turn` reads one;
 * the session's head row: the version (optimistic concurrency), status and timestamps.
@@ -24,6 +25,7 @@ the masked messages, so this process continues from exactly what a restarted one
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections import OrderedDict
@@ -44,7 +46,12 @@ REWIND = "host.rewind"  # a record: the conversation keeps its first ``keep`` me
 #: The conversations a host keeps in memory, in bytes as stored (``footprint serve --session-cache-mb``).
 #: A message held costs about what it stores (its text, and ~450 bytes of objects).
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
-TURN_VALUE = "turn."  # + turn_id: a finished turn's text and reply (see the module's docstring)
+TURN_VALUE = "turn."  # + turn_id: a finished turn's message digest and reply (see the module's docstring)
+
+
+def _digest(text: str) -> str:
+    """What a finished turn keeps of its message: enough to tell a retry from another message."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _dumps(value: Any) -> str:
@@ -97,7 +104,7 @@ def envelope_writes(
     turn = envelope.turn
     if turn and turn.get("turn_id") and turn.get("state") == "done":
         writes.values[TURN_VALUE + str(turn["turn_id"])] = _masked(
-            {"text": turn.get("text"), "reply": turn.get("reply")}, policy)[0]
+            {"digest": _digest(policy.text(str(turn.get("text") or ""))), "reply": turn.get("reply")}, policy)[0]
     if changed:
         back = json.loads(text)
         rest = {k: back[k] for k in rest}
@@ -271,17 +278,20 @@ class RecordSessions(SessionStore):
             self._remember(envelope.copy(), sum(len(b) for _, _, b in stored.records), stored.head.next_seq - 1)
         return envelope
 
-    async def finished_turn(self, session_id: str, turn_id: str) -> dict[str, Any] | None:
-        """The ``{"text", "reply"}`` of the session's finished turn ``turn_id`` (masked, as stored), or None."""
+    async def finished_turn(self, session_id: str, turn_id: str, text: str) -> tuple[dict[str, Any], bool] | None:
+        """The stored reply of the session's finished turn ``turn_id``, and whether ``text`` is the
+        message (or decision) it was sent with; None when no finished turn has that id."""
         key = TURN_VALUE + turn_id
         stored = await self.persistence.read(session_id, records=False, prefix=key)
-        for found, text in stored.values:
-            if found == key:
-                try:
-                    value = json.loads(text)
-                except ValueError:
-                    return None
-                return value if isinstance(value, dict) else None
+        for found, value_text in stored.values:
+            if found != key:
+                continue
+            try:
+                value = json.loads(value_text)
+                digest, reply = value["digest"], value["reply"]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise UnreadableEnvelopeError(session_id, f"its value {key} is malformed: {exc}") from exc
+            return reply or {"status": "answered"}, digest in (_digest(text), _digest(self.policy.text(text)))
         return None
 
     async def save(self, envelope: Envelope, *, durable: bool = True) -> Envelope:

@@ -278,6 +278,13 @@ async def test_a_retry_of_a_message_with_a_secret_is_still_a_retry() -> None:
     assert again.replayed and len(model.requests) == 1
     with pytest.raises(TurnIdReusedError):
         await host.handle("my key is gone", session_id="alice", turn_id="t-1")
+    await host.handle("later", session_id="alice", turn_id="t-2")  # t-1 is an earlier turn now
+    again = await host.handle(message, session_id="alice", turn_id="t-1")
+    assert again.replayed and len(model.requests) == 2
+    with pytest.raises(TurnIdReusedError):
+        await host.handle("my key is gone", session_id="alice", turn_id="t-1")
+    stored = await sessions.persistence.read("alice", records=False, prefix="turn.t-1")
+    assert "Zq9Xw8Vu7Ts6" not in str(stored.values)  # kept masked (the reply quotes it masked too)
     await host.close()
 
 
