@@ -37,7 +37,7 @@ class NotInContextTable(MovableTable):
         self.add_column("text", width=max(20, (self.size.width or self.app.size.width) - 51))
 
     def show(self, items: list[DroppedItem]) -> None:
-        """Fill the table (the same item left out of several stages is listed once per stage)."""
+        """Fill the table (an item is listed once per thing that left it out: see ``tracer.DroppedItem``)."""
         self.items = list(items)
         self.clear()
         for number, d in enumerate(self.items):
