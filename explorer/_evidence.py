@@ -33,6 +33,11 @@ def evidence_from_dict(data: dict[str, Any]) -> Evidence:
             )
             for d in data.get("not_in_context", [])
         ]
-        return Evidence(_node(data["root"]), dropped, list(data.get("runs", [])))
+        root = _node(data["root"])
+        texts = {n.item_hash: n.text for _, n in root.walk() if n.node == "item" and not n.seen}
+        for _, n in root.walk():  # a node walked above comes without its text (Evidence.to_dict)
+            if n.node == "item" and n.seen and n.text is None:
+                n.text = texts.get(n.item_hash)
+        return Evidence(root, dropped, list(data.get("runs", [])))
     except (KeyError, TypeError) as exc:
         raise ValueError(f"not evidence (Evidence.to_dict form expected): {exc!r}") from exc

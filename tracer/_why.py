@@ -52,14 +52,18 @@ class EvidenceNode:
             yield from child.walk(depth + 1)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form."""
+        """A JSON-ready form. An item node marked ``seen`` carries no ``text``: it is the text of the
+        first node with its ``item_hash`` (a long session mentions the same big messages thousands
+        of times)."""
         out: dict[str, Any] = {"node": self.node, "run_id": self.run_id}
         if self.node == "stage":
             out.update(stage_id=self.stage_id, stage_kind=self.stage_kind, stage_name=self.stage_name)
             if self.note:
                 out["note"] = self.note
         else:
-            out.update(item_hash=self.item_hash, item_kind=self.item_kind, text=self.text)
+            out.update(item_hash=self.item_hash, item_kind=self.item_kind)
+            if not self.seen:
+                out["text"] = self.text
             if self.origin is not None:
                 out["origin"] = {
                     "kind": self.origin.kind, "run_id": self.origin.run_id,

@@ -87,6 +87,13 @@ def test_evidence_survives_its_json_form(store: Store, wrong_run: str) -> None:
     back = evidence_from_dict(evidence.to_dict())
     assert isinstance(back, Evidence)
     assert back.to_dict() == evidence.to_dict()
+    walked, sent = list(evidence.root.walk()), list(back.root.walk())
+    assert any(n.seen and n.node == "item" for _, n in walked)
+    assert [n.text for _, n in sent] == [n.text for _, n in walked], "a node walked above gets its text back"
+    def nodes(d: dict[str, Any]) -> list[dict[str, Any]]:
+        return [d, *(n for c in d.get("children", []) for n in nodes(c))]
+
+    assert not [n for n in nodes(evidence.to_dict()["root"]) if n.get("seen") and "text" in n], "sent once"
     assert HostSource(JsonClient(store)).why(wrong_run).to_dict() == evidence.to_dict()
 
 
