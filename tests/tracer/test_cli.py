@@ -261,3 +261,26 @@ def test_tables_line_up_in_terminal_columns_with_wide_characters(rows: list[list
     for text in (r[0] for r in rows):
         cut = one_line(text, width)
         assert cells(cut) <= width and (cut == " ".join(text.split()) or cut.endswith("…"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab日🦆é\u0301 \n\t", max_size=300), st.integers(min_value=0, max_value=40))
+def test_one_line_of_a_long_text_measures_only_its_start(text: str, width: int) -> None:
+    """The same cut as flattening and measuring the whole text (whitespace runs, wide and combining
+    characters anywhere), though only a prefix is read: a 30 KB message cut to 40 columns."""
+    from tracer._render import cells, one_line
+
+    flat = " ".join(text.split())
+    if width <= 0:
+        expected = ""
+    elif cells(flat) <= width:
+        expected = flat
+    else:
+        kept, used = [], 0
+        for char in flat:
+            used += cells(char)
+            if used > width - 1:
+                break
+            kept.append(char)
+        expected = "".join(kept) + "…"
+    assert one_line(text, width) == expected
