@@ -275,12 +275,6 @@ def test_one_line_of_a_long_text_measures_only_its_start(text: str, width: int) 
         expected = ""
     elif cells(flat) <= width:
         expected = flat
-    else:
-        kept, used = [], 0
-        for char in flat:
-            used += cells(char)
-            if used > width - 1:
-                break
-            kept.append(char)
-        expected = "".join(kept) + "…"
+    else:  # the longest start that leaves a column for the ellipsis
+        expected = flat[:max(k for k in range(len(flat) + 1) if cells(flat[:k]) <= width - 1)] + "…"
     assert one_line(text, width) == expected
