@@ -83,7 +83,7 @@ class Tool:
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_\-]{1,64}", self.name):
-            raise UserError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
+            raise UserError(f"tool name {self.name!r} must be 1-64 ASCII letters, digits, '_' or '-'")
         self.tags = tuple(self.tags)
         if self.max_results is not None and self.max_results < 1:
             raise UserError(f"tool {self.name}: max_results must be >= 1, got {self.max_results}")

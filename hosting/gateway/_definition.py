@@ -37,7 +37,7 @@ _WIRE = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=Tr
 def _names(values: list[str], what: str) -> list[str]:
     for index, value in enumerate(values):
         if not TOOL_NAME_PATTERN.match(value):
-            raise ValueError(f"{what}[{index}] {value[:80]!r} must be 1-64 letters, digits or _ . -")
+            raise ValueError(f"{what}[{index}] {value[:80]!r} must be 1-64 ASCII letters, digits or _ . -")
     if len(set(values)) != len(values):
         raise ValueError(f"{what} lists a name twice")
     return values

@@ -11,7 +11,7 @@ from agent import check_user_id
 from agent.errors import PersonalMemoryError
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,199}$"
-SESSION_ID_RULE = "1-200 letters, digits or . _ : @ - (starting with a letter or digit)"
+SESSION_ID_RULE = "1-200 ASCII letters, digits or . _ : @ - (starting with a letter or digit)"
 MAX_MESSAGE_CHARS = 100_000
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 

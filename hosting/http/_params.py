@@ -19,4 +19,4 @@ MAX_OFFSET = 2**63 - 1
 Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="How many to skip (0 or more).")]
 
 #: A route parameter ``user_id: UserId`` is validated like the ``user_id`` of a chat body.
-UserId = Annotated[UserIdText, Path(description="1-100 letters, digits or . _ : @ - (a letter or digit first)")]
+UserId = Annotated[UserIdText, Path(description="1-100 ASCII letters, digits or . _ : @ - (a letter or digit first)")]

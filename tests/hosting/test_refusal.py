@@ -100,4 +100,4 @@ async def test_every_session_route_refuses_a_bad_id_the_same_way(every_route: ht
         error = reply.json()["error"]
         assert (error["code"], error["field"]) == ("invalid_request", "session_id"), (route, error)
         assert error["message"].startswith("session_id: session id "), (route, error)
-        assert "must be 1-200 letters, digits or" in error["message"], (route, error)
+        assert "must be 1-200 ASCII letters, digits or" in error["message"], (route, error)

@@ -142,7 +142,7 @@ async def test_timeout() -> None:
 
 
 def test_bad_tool_definitions_are_refused() -> None:
-    with pytest.raises(UserError, match="must be 1-64 letters"):
+    with pytest.raises(UserError, match="must be 1-64 ASCII letters"):
         Tool("bad name", "x", {"type": "object"}, execute=lambda a: None)
     with pytest.raises(UserError, match="not a valid JSON schema"):
         Tool("t", "x", {"type": "no-such-type"}, execute=lambda a: None)

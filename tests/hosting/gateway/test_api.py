@@ -51,7 +51,7 @@ async def test_create_read_list_patch_delete(client: httpx.AsyncClient, gateway:
         ({**NEW, "maxTurns": 0}, 422, "invalid_agent", "maxTurns", "greater than or equal to 1"),
         ({**NEW, "maxToolCalls": "many"}, 422, "invalid_agent", "maxToolCalls", "valid integer"),
         ({**NEW, "tools": ["lookup", "nope"]}, 422, "invalid_agent", "tools[1]", "no tool 'nope' is registered"),
-        ({**NEW, "tools": ["bad name!"]}, 422, "invalid_agent", "tools", "must be 1-64 letters"),
+        ({**NEW, "tools": ["bad name!"]}, 422, "invalid_agent", "tools", "must be 1-64 ASCII letters"),
         ({**NEW, "toolGroups": ["web"]}, 422, "invalid_agent", "toolGroups[0]", "no tool group or category 'web'; known: files"),
         ({**NEW, "provider": "anthropic"}, 422, "invalid_agent", "provider", "not a provider of this host"),
         ({**NEW, "colour": "blue"}, 422, "invalid_agent", "colour", "not a field of an agent definition"),
@@ -173,7 +173,7 @@ async def test_every_route_that_takes_a_user_id_refuses_a_bad_one_the_same_way(c
         assert reply.status_code == 422, (method, path, reply.text)
         error = error_of(reply)
         assert error["field"] == "user_id", (path, error)
-        assert error["message"].startswith("user_id: user id ") and "must be 1-100 letters, digits or" in error[
+        assert error["message"].startswith("user_id: user id ") and "must be 1-100 ASCII letters, digits or" in error[
             "message"], (path, error)
 
 

@@ -75,7 +75,7 @@ async def test_steer_send_and_the_queues_over_http() -> None:
 
 
 @pytest.mark.parametrize("path, body, status, match", [
-    ("/v1/durable/bad id/send", {"text": "x"}, 422, "session_id: session id 'bad id' must be 1-200 letters"),
+    ("/v1/durable/bad id/send", {"text": "x"}, 422, "session_id: session id 'bad id' must be 1-200 ASCII letters"),
     ("/v1/durable/ok/send", {"text": ""}, 422, ""),
     ("/v1/durable/ok/send", {"text": "x", "effort": "huge"}, 422, "effort must be one of"),
     ("/v1/durable/ok/steer", {"text": "x", "colour": "red"}, 422, ""),
