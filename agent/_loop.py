@@ -11,7 +11,6 @@ run in :mod:`agent._batch`; pausing for a person and resuming live in :mod:`agen
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import operator
 import traceback
@@ -24,6 +23,7 @@ from tracer import (
     EdgeKind,
     Item,
     ItemKind,
+    LeftOut,
     OriginKind,
     RedactionPolicy,
     RunRecording,
@@ -357,8 +357,9 @@ class RunLoop:
         if dropped:
             stage.set(window_dropped=len(dropped))
             newly = self._newly_dropped(stage, dropped)
-            # (pairs made in C: the list grows with the conversation when a whole one is recorded)
-            stage.inputs(context, dropped=[*self.dropped_prompt, *zip(newly, itertools.repeat(DROPPED_BY_WINDOW))])
+            # the window's list as it is, not a pair per message: it grows with the conversation
+            stage.inputs(context, dropped=LeftOut(*(((ci,), why) for ci, why in self.dropped_prompt),
+                                                  (newly, DROPPED_BY_WINDOW)))
         else:
             stage.inputs(context, dropped=self.dropped_prompt)
         await self.hook("before_inference", ctx, request)

@@ -40,6 +40,7 @@ from ._records import (
     Edge,
     EdgeKind,
     Item,
+    LeftOut,
     Origin,
     OriginKind,
     Run,
@@ -389,7 +390,7 @@ class StageRecording:
         self.attributes: dict[str, Any] = {}
         self.edges: list[tuple[str, str]] = []
         self._inputs: list[ContextItem] = []
-        self._dropped: list[tuple[ContextItem, str]] = []
+        self._dropped: list[tuple[ContextItem, str]] | LeftOut = []
         self._outputs: list[Item] = []
         self._closed = False
 
@@ -398,10 +399,14 @@ class StageRecording:
         return Origin(str(kind), self.run.id, self.id, source)
 
     def inputs(self, items: Sequence[ContextItem], dropped: Iterable[tuple[ContextItem, str]] = ()) -> None:
-        """Record the context this stage received, in order; ``dropped`` is what was left out and why."""
+        """Record the context this stage received, in order; ``dropped`` is what was left out and why
+        (a :class:`LeftOut` is kept as it is: no pair is made per item)."""
         self._check_open()
         self._inputs.extend(items)
-        self._dropped.extend(dropped)
+        if isinstance(dropped, LeftOut) and not self._dropped:
+            self._dropped = LeftOut(*dropped.runs)  # (its own: a later call may extend it)
+        else:
+            self._dropped.extend(dropped)
 
     def output(
         self, item: Item, *, origin_kind: OriginKind | str = OriginKind.STAGE, source: str | None = None

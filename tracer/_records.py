@@ -9,9 +9,10 @@ the model, tools and settings included.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, overload
 
 from ._json import canonical_json
 
@@ -221,6 +222,73 @@ class ContextItem:
     def hash(self) -> str:
         """The item's content address."""
         return self.item.hash
+
+
+class LeftOut(Sequence[tuple[ContextItem, str]]):
+    """What a stage's context left out, and why: ``(item, reason)`` pairs, held as runs of items
+    left out for one reason.
+
+    A conversation window leaves out the whole history before it, for one reason, at every call:
+    ``stage.inputs(items, dropped=LeftOut((history[:start], "memory_window")))`` hands that list to
+    the recorder as it is, without a pair per message (pairs made at every call grow with the
+    conversation, and so does the garbage collector's work over them).
+    """
+
+    __slots__ = ("_length", "runs")
+
+    def __init__(self, *runs: tuple[Sequence[ContextItem], str]) -> None:
+        self.runs: list[tuple[Sequence[ContextItem], str]] = [(items, reason) for items, reason in runs if items]
+        self._length = sum(len(items) for items, _ in self.runs)
+
+    def extend(self, pairs: Iterable[tuple[ContextItem, str]]) -> None:
+        """Add ``pairs`` after the runs held."""
+        for ci, reason in pairs:
+            self.runs.append(((ci,), reason))
+            self._length += 1
+
+    def items(self) -> list[ContextItem]:
+        """Every item left out, in order."""
+        if len(self.runs) == 1:
+            return list(self.runs[0][0])
+        return [ci for items, _ in self.runs for ci in items]
+
+    def reasons(self) -> list[str]:
+        """The reasons, each once, in order."""
+        return list(dict.fromkeys(reason for _, reason in self.runs))
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[tuple[ContextItem, str]]:
+        for items, reason in self.runs:
+            for ci in items:
+                yield ci, reason
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[ContextItem, str]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[ContextItem, str]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[ContextItem, str] | list[tuple[ContextItem, str]]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        at = index + self._length if index < 0 else index
+        if not 0 <= at < self._length:
+            raise IndexError("LeftOut index out of range")
+        for items, reason in self.runs:
+            if at < len(items):
+                return items[at], reason
+            at -= len(items)
+        raise IndexError("LeftOut index out of range")  # (not reached)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LeftOut | list | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=False))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"LeftOut({', '.join(f'{len(items)} x {reason!r}' for items, reason in self.runs)})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._records import ContextItem, Edge, Item, Origin, SnapshotEntry
+from ._records import ContextItem, Edge, Item, LeftOut, Origin, SnapshotEntry
 from ._schema import ENTRY_SEP, FIELD_NULL, FIELD_SEP
 from ._writer import Bundle, StageRows
 
@@ -177,11 +177,14 @@ class SnapshotPacker:
         """
         token = self._token
         packed = [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle) for ci in items]
-        left_items: list[ContextItem] = list(map(_first, dropped)) if dropped else []
-        why = dict.fromkeys(map(_second, dropped)) if dropped else {}
+        if isinstance(dropped, LeftOut):  # runs of items left out for one reason: no pair per item
+            left_items, why = dropped.items(), dropped.reasons()
+        else:
+            left_items = list(map(_first, dropped)) if dropped else []
+            why = list(dict.fromkeys(map(_second, dropped))) if dropped else []
         unpackable = any(r == "" or _holds_separator(r) for r in why)
         key = conversation or run_id
-        one_reason = next(iter(why)) if len(why) == 1 else None
+        one_reason = why[0] if len(why) == 1 else None
         if not unpackable and "" not in packed and self._chaining and one_reason is not None:
             with self._lock:
                 placed = self._place_sliding(key, stage_id, items, packed, left_items, one_reason, bundle)
@@ -190,7 +193,7 @@ class SnapshotPacker:
                 return
         left = [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle)
                 for ci in left_items]
-        reasons = list(map(_second, dropped)) if dropped else []
+        reasons = [reason for _, reason in dropped] if dropped else []
         if unpackable or "" in packed or "" in left:
             with self._lock:
                 self._chains.pop(key, None)

@@ -41,8 +41,9 @@ from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError,
 DEFAULT_PATH = "footprint.duckdb"
 # DuckDB's memory limit is hard: a checkpoint that must pin more than it fails FATALLY and
 # invalidates the database. At 48 MB a host's embedded store (recordings + sessions) died that way
-# at ~2,600 turns of 8 sessions (bench/soak.py --turns 1000); 512 MB bounds the cache and leaves
-# checkpoints room (DuckDB evicts unpinned blocks long before the limit).
+# at ~2,600 turns of 8 sessions (bench/soak.py --turns 1000), and at 64 MB too (in process, turn ~800
+# of 8 sessions: 'failed to allocate data of size 10.3 MiB (53.2 MiB/61.0 MiB used)'); 512 MB bounds
+# the cache and leaves checkpoints room (DuckDB evicts unpinned blocks long before the limit).
 DEFAULT_MEMORY_LIMIT = "512MB"
 # DuckDB checkpoints (folds its write-ahead log into the file) when the log reaches this size. Each
 # checkpoint rewrites the tables' unfinished row groups and frees the old blocks: at DuckDB's default

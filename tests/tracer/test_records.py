@@ -32,3 +32,19 @@ def test_context_item_json_form_round_trips() -> None:
     assert context_item_to_dict(ContextItem(Item.of_text("user", "x"), Origin("user")))["origin"] == {"kind": "user"}
     with pytest.raises(ValueError, match="not a context item"):
         context_item_from_dict({"kind": "user"})
+
+
+def test_left_out_is_the_pairs_it_stands_for() -> None:
+    from tracer import LeftOut
+
+    a, b, c = (ContextItem(Item.of_text("user", t), Origin("user")) for t in "abc")
+    left = LeftOut(([a, b], "memory_window"), ([], "unused"), ((c,), "prompt_length_cap"))
+    pairs = [(a, "memory_window"), (b, "memory_window"), (c, "prompt_length_cap")]
+    assert list(left) == pairs and left == pairs and len(left) == 3 and bool(left)
+    assert [left[i] for i in range(3)] == pairs and left[-1] == pairs[-1] and left[1:] == pairs[1:]
+    assert left.items() == [a, b, c] and left.reasons() == ["memory_window", "prompt_length_cap"]
+    with pytest.raises(IndexError):
+        left[3]
+    left.extend([(a, "cap")])
+    assert len(left) == 4 and left[3] == (a, "cap") and left.reasons()[-1] == "cap"
+    assert not LeftOut() and list(LeftOut(([], "x"))) == []
