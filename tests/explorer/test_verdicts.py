@@ -166,3 +166,21 @@ async def test_a_failed_blame_shows_its_whole_reason_at_80x24(
         await pilot.press("n")
         await settle(pilot)
         assert "failed" not in detail.classes  # an item's text takes the usual room again
+
+
+async def test_nothing_left_out_is_said_whole_at_80x24(
+    open_app: Callable[..., ExplorerApp], sample_copy: Path, settle: Any,
+) -> None:
+    from explorer.components.not_in_context import NOTHING_LEFT_OUT, NotInContextTable
+
+    app = open_app(sample_copy, run_id="r-000001")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await settle(pilot)
+        why = app.screen
+        assert isinstance(why, WhyScreen) and why.evidence is not None and not why.evidence.not_in_context
+        table = why.query_one(NotInContextTable)
+        text_column = list(table.columns.values())[-1]
+        assert str(table.get_row_at(0)[-1]) == NOTHING_LEFT_OUT
+        assert len(NOTHING_LEFT_OUT) <= text_column.width, "not cut"
