@@ -84,30 +84,32 @@ class _ChainEnd:
     left_by: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ChainRow:
-    """Where a snapshot's row stands in its chain (the columns ``tracer._schema`` describes)."""
-
-    chain: str
-    link: int
-    log_start: int  # where the entries it appends to the chain's log go
-    low: int  # the conversation it sent is log[low:] (up to the end of what it appended)
-    drop_low: int = 0  # what it left out is log[drop_low:drop_high], each left out by drop_reason
-    drop_high: int = 0
-    drop_reason: str | None = None
+# Where a snapshot's row stands in its chain (the columns ``tracer._schema`` describes), as
+# (chain, link, log_start, low, drop_low, drop_high, drop_reason): ``chain`` and ``link`` name it,
+# the entries it appends to the chain's log go at ``log_start``, the conversation it sent is
+# log[low:] (up to the end of what it appended), and what it left out is log[drop_low:drop_high],
+# each left out by ``drop_reason`` (0, 0, None: nothing left out is in the log). A plain tuple:
+# a stage builds one, and a frozen dataclass cost a microsecond of that.
+ChainRow = tuple[str, int, int, int, int, int, "str | None"]
 
 
-def _continues(middle: list[str], before: list[str]) -> int:
-    """Where ``middle`` starts in ``before`` (the last snapshot's conversation) when it holds
-    ``before`` from there on and then what was added (the window slid past the rest); -1 when not."""
-    if not middle or not before:
+def _continues(middle: list[str], log: list[str], low: int) -> int:
+    """Where ``middle`` starts in ``log[low:]`` (the last snapshot's conversation) when it holds
+    that from there on and then what was added (the window slid past the rest); -1 when not."""
+    if not middle or low >= len(log):
         return -1
-    try:
-        i = before.index(middle[0])
-    except ValueError:
+    first = middle[0]
+    if log[low] == first:  # the usual case: the whole conversation again, and what was added
+        i = low
+    elif low == len(log) - 1:  # one entry, not this one's first (a tool's every call)
         return -1
-    kept = len(before) - i
-    return i if len(middle) >= kept and middle[:kept] == before[i:] else -1
+    else:
+        try:
+            i = log.index(first, low + 1)
+        except ValueError:
+            return -1
+    kept = len(log) - i
+    return i - low if len(middle) >= kept and middle[:kept] == log[i:] else -1
 
 
 def _find(log: list[str], part: list[str]) -> int:
@@ -177,6 +179,12 @@ class SnapshotPacker:
         """
         token = self._token
         packed = [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle) for ci in items]
+        if not dropped and self._chaining and "" not in packed:  # the usual case: nothing left out
+            head, end = _split(items)
+            with self._lock:
+                row, added = self._place(conversation or run_id, stage_id, packed[head:end], [], [], None)
+            self._add_row(bundle, run_id, stage_id, packed, row, added, head, end, [], [])
+            return
         if isinstance(dropped, LeftOut):  # runs of items left out for one reason: no pair per item
             left_items, why = dropped.items(), dropped.reasons()
         else:
@@ -216,7 +224,7 @@ class SnapshotPacker:
         with self._lock:
             row, added = self._place(key, stage_id, packed[head:end], left, left_items, one_reason)
         self._add_row(bundle, run_id, stage_id, packed, row, added, head, end,
-                      left if row.drop_reason is None else [], reasons)
+                      left if row[6] is None else [], reasons)
 
     def _add_row(
         self, bundle: Bundle | StageRows, run_id: str, stage_id: str, packed: list[str], row: ChainRow,
@@ -224,13 +232,20 @@ class SnapshotPacker:
     ) -> None:
         """The ``fp_snapshot`` row: the prompt, what it appends to the log, the tools and settings, and
         what it left out when that is not a part of the log (``explicit``, each left out by ``reasons``)."""
-        rest = packed[end:]
-        own = packed[:head] + added + rest + explicit
-        flags = "1" * (len(own) - len(explicit)) + "0" * len(explicit)
-        packed_dropped = ENTRY_SEP.join([FIELD_NULL] * (len(own) - len(explicit)) + reasons) if explicit else ""
-        bundle.add("fp_snapshot", (run_id, stage_id, ENTRY_SEP.join(own), flags, packed_dropped, row.chain, row.link,
-                                   head, len(added), len(rest) + len(explicit), row.log_start, row.low, row.drop_low,
-                                   row.drop_high, row.drop_reason))
+        chain, link, log_start, low, drop_low, drop_high, drop_reason = row
+        rest = len(packed) - end
+        if explicit:
+            own = packed[:head] + added + packed[end:] + explicit
+            sent = len(own) - len(explicit)
+            flags = "1" * sent + "0" * len(explicit)
+            packed_dropped = ENTRY_SEP.join([FIELD_NULL] * sent + reasons)
+            rest += len(explicit)
+        else:
+            # a new chain appends its whole conversation: its own entries are all it sent
+            own = packed if len(added) == end - head else packed[:head] + added + packed[end:]
+            flags, packed_dropped = "1" * len(own), ""
+        bundle.add("fp_snapshot", (run_id, stage_id, ENTRY_SEP.join(own), flags, packed_dropped, chain, link,
+                                   head, len(added), rest, log_start, low, drop_low, drop_high, drop_reason))
 
     def _place_sliding(
         self, key: str, stage_id: str, items: Sequence[ContextItem], packed: list[str], left_items: list[ContextItem],
@@ -245,7 +260,7 @@ class SnapshotPacker:
             return None
         head, stop = _split(items)
         middle = packed[head:stop]
-        i = _continues(middle, end.log[end.low:])
+        i = _continues(middle, end.log, end.low)
         if i < 0:
             return None
         log_start, low = len(end.log), end.low + i
@@ -260,7 +275,7 @@ class SnapshotPacker:
         end.low = low
         self._remember_left(end, left_items, at, reason)
         self._chains.move_to_end(key)
-        return ChainRow(end.chain, end.link, log_start, low, at, at + len(left_items), reason), added, head, stop
+        return (end.chain, end.link, log_start, low, at, at + len(left_items), reason), added, head, stop
 
     def _left_in_log(self, end: _ChainEnd, left_items: list[ContextItem], bundle: Bundle | StageRows) -> int:
         """Where ``left_items`` lie in the chain's log; -1 when not found cheaply.
@@ -306,9 +321,10 @@ class SnapshotPacker:
         out, when it all was left out for one reason and lies in the log (the window slid past it),
         is named as a part of the log; else it is stored in the row.
         """
-        end = self._chains.get(key)
+        chains = self._chains
+        end = chains.get(key)
         if end is not None and stage_id > end.stage_id:
-            i = _continues(middle, end.log[end.low:])
+            i = _continues(middle, end.log, end.low)
             if i >= 0:
                 log_start, low = len(end.log), end.low + i
                 added = middle[log_start - low:]
@@ -316,23 +332,28 @@ class SnapshotPacker:
                 end.link += 1
                 end.stage_id = stage_id
                 end.low = low
-                self._chains.move_to_end(key)
-                at = _find(end.log, left) if one_reason is not None else -1
+                chains.move_to_end(key)
+                if one_reason is None:
+                    end.left = None
+                    return (end.chain, end.link, log_start, low, 0, 0, None), added
+                at = _find(end.log, left)
                 self._remember_left(end, left_items, at, one_reason)
-                row = ChainRow(end.chain, end.link, log_start, low,
-                               *((at, at + len(left), one_reason) if at >= 0 else (0, 0, None)))
+                row = (end.chain, end.link, log_start, low, *((at, at + len(left), one_reason) if at >= 0 else (0, 0, None)))
                 return row, added
         # a chain of its own: its log is what it left out (when for one reason), then its conversation
         in_log = left if one_reason is not None else []
         log = [*in_log, *middle]
-        chain = self._chains[key] = _ChainEnd(stage_id, 0, stage_id, log, len(in_log))
-        self._remember_left(chain, left_items, 0 if in_log else -1, one_reason)
-        self._chains.move_to_end(key)
-        while len(self._chains) > _CHAINS_KEPT:
-            self._chains.popitem(last=False)
-        row = ChainRow(stage_id, 0, 0, len(in_log),
-                       *((0, len(in_log), one_reason) if in_log else (0, 0, None)))
-        return row, log
+        if end is None:
+            end = chains[key] = _ChainEnd(stage_id, 0, stage_id, log, len(in_log))
+            if len(chains) > _CHAINS_KEPT:
+                chains.popitem(last=False)
+        else:  # the conversation's last chain ends here: its end is this one's (a tool's every call)
+            end.chain, end.link, end.stage_id, end.log, end.low = stage_id, 0, stage_id, log, len(in_log)
+            chains.move_to_end(key)
+        self._remember_left(end, left_items, 0 if in_log else -1, one_reason)
+        if not in_log:
+            return (stage_id, 0, 0, 0, 0, 0, None), middle  # (not the log: it grows under the next call)
+        return (stage_id, 0, 0, len(in_log), 0, len(in_log), one_reason), log[:]
 
     def _entry(self, ci: ContextItem, bundle: Bundle | StageRows) -> str:
         """The packed entry of ``ci`` (its item's row joins ``bundle`` if not sent yet), kept on it;
