@@ -14,7 +14,9 @@ turns one after another, all sessions at once. It prints, per store:
 * the host's RSS at 10% of the turns and at the end (target: end <= 1.2 x at 10%);
 * stored bytes per turn in the first and the last 10% of each session's turns, read back from
   the session records after the host stopped (target: flat, not growing with the session);
-* failed requests (target: 0), and whether every answered turn was stored, once.
+* failed requests (target: 0), and whether every answered turn was stored, once;
+* the host's CPU milliseconds per turn (all its threads) over the first and the last 10%: on a
+  shared machine it moves with the load far less than turns per second do.
 
 Figures are ratios within one run (the machine may be shared); the load average is printed.
 """
@@ -57,12 +59,22 @@ class Outcome:
     done_at: list[float] = field(default_factory=list)  # when each answered turn came back
     rss_at_10: int = 0
     rss_end: int = 0
+    # the host's CPU seconds (all its threads) at the start, at 10%, at 90% and at the end of the
+    # turns: CPU per turn moves with the machine's load much less than turns per second do
+    cpu_marks: list[float] = field(default_factory=list)
     journal_end: int = 0  # the sync journal's bytes at the end, the host still running
     bytes_first: float = 0.0
     bytes_last: float = 0.0
     stored_ok: bool = False
     stored_note: str = ""
     seconds: float = 0.0
+
+
+def _cpu(pid: int) -> float:
+    """The process's user + system CPU seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss(pid: int) -> int:
@@ -116,14 +128,19 @@ async def _drive(url: str, pid: int, sessions: int, turns: int, outcome: Outcome
                     outcome.failed.append(f"session {n} turn {t}: {type(exc).__name__}: {exc}")
                     continue
                 outcome.done_at.append(time.perf_counter())
-                if len(outcome.done_at) == tenth:
+                if len(outcome.done_at) == tenth + 1:  # (done_at starts with the clock's start)
                     outcome.rss_at_10 = _rss(pid)
+                    outcome.cpu_marks.append(_cpu(pid))
+                elif len(outcome.done_at) == total - tenth + 1:
+                    outcome.cpu_marks.append(_cpu(pid))
 
         started = time.perf_counter()
         outcome.done_at.append(started)  # the clock's start (removed below)
+        outcome.cpu_marks.append(_cpu(pid))
         await asyncio.gather(*(session(n) for n in range(sessions)))
         outcome.seconds = time.perf_counter() - started
         outcome.rss_end = _rss(pid)
+        outcome.cpu_marks.append(_cpu(pid))
         outcome.done_at.pop(0)
         outcome.turns = len(outcome.done_at)
 
@@ -223,10 +240,15 @@ def report(o: Outcome) -> dict[str, Any]:
     n = len(o.done_at)
     tenth = max(2, n // 10)
     first, last = _rate(o.done_at, slice(0, tenth)), _rate(o.done_at, slice(n - tenth, n))
+    cpu_first = cpu_last = None
+    if len(o.cpu_marks) == 4 and n:  # the host's CPU ms per turn over the first and the last 10% of the turns
+        cpu_first = round(1000 * (o.cpu_marks[1] - o.cpu_marks[0]) / max(1, n // 10), 2)
+        cpu_last = round(1000 * (o.cpu_marks[3] - o.cpu_marks[2]) / max(1, n // 10), 2)
     return {
         "store": o.store, "answered": o.turns, "failed": len(o.failed), "seconds": round(o.seconds, 1),
         "turns_per_s_first_10pct": round(first, 1), "turns_per_s_last_10pct": round(last, 1),
         "throughput_ratio": round(last / first, 2) if first else None,
+        "host_cpu_ms_per_turn_first_10pct": cpu_first, "host_cpu_ms_per_turn_last_10pct": cpu_last,
         "rss_mb_at_10pct": round(o.rss_at_10 / 2**20, 1), "rss_mb_end": round(o.rss_end / 2**20, 1),
         "rss_ratio": round(o.rss_end / o.rss_at_10, 2) if o.rss_at_10 else None,
         "journal_mb_end": round(o.journal_end / 2**20, 1),
@@ -261,7 +283,9 @@ def main() -> int:
                 r = results[-1]
                 print(f"{store}: {r['answered']} answered, {r['failed']} failed in {r['seconds']} s; "
                       f"turns/s first 10% {r['turns_per_s_first_10pct']}, last 10% {r['turns_per_s_last_10pct']} "
-                      f"(ratio {r['throughput_ratio']}, target >= 0.8); RSS {r['rss_mb_at_10pct']} MB at 10%, "
+                      f"(ratio {r['throughput_ratio']}, target >= 0.8); host CPU ms/turn first 10% "
+                      f"{r['host_cpu_ms_per_turn_first_10pct']}, last 10% {r['host_cpu_ms_per_turn_last_10pct']}; "
+                      f"RSS {r['rss_mb_at_10pct']} MB at 10%, "
                       f"{r['rss_mb_end']} MB at the end (ratio {r['rss_ratio']}, target <= 1.2); journal "
                       f"{r['journal_mb_end']} MB at the end; stored bytes/turn "
                       f"{r['stored_bytes_per_turn_first_10pct']} first 10%, {r['stored_bytes_per_turn_last_10pct']} "
