@@ -298,7 +298,11 @@ class RunRecording:
         open_ = self._open
         open_.discard(stage_id)
         if edges:
-            waiting_on = frozenset(src for src, _ in edges if src in open_)
+            if len(edges) == 1:  # most stages follow one other: no generator to run
+                src = edges[0][0]
+                waiting_on = frozenset((src,)) if src in open_ else None
+            else:
+                waiting_on = frozenset([src for src, _ in edges if src in open_])
             if waiting_on:
                 self._waiting.append((waiting_on, bundle))
                 return

@@ -72,6 +72,29 @@ async def test_stages_from_concurrent_tasks_are_all_recorded(tmp_path: Path) -> 
         assert data.stage(stage_id).parent_id == batch.id
 
 
+def test_a_stage_closed_inside_another_waits_for_the_stages_its_edges_start_at(tmp_path: Path) -> None:
+    """No edge is stored before the stage it starts at: a tool closed inside its open batch (one
+    edge, or two with one source closed) is written once every source is."""
+    store = Store.open(tmp_path / "s.duckdb")
+    run = Recorder(store).start_run(agent="a", input="go")
+    with run.stage("inference", "turn 1") as inference:
+        pass
+    batch = run.stage("tool_batch", "2 tool calls", after=[inference])
+    one = run.stage("tool", "one edge", after=[batch], edge=EdgeKind.FORK, parent=batch)
+    one.close()
+    two = run.stage("tool", "two edges", parent=batch)
+    two.edges = [(inference.id, "next"), (batch.id, "fork")]
+    two.close()
+    store.flush()
+    assert {r[0] for r in store.query("SELECT id FROM stages")} == {inference.id}
+    assert store.query("SELECT count(*) FROM edges")[0][0] == 0
+    batch.close()
+    store.flush()
+    assert {r[0] for r in store.query("SELECT id FROM stages")} == {inference.id, batch.id, one.id, two.id}
+    run.end("answered", output="done")
+    store.close()
+
+
 def test_loop_iterations_are_distinct_stages(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "s.duckdb")
     run = Recorder(store).start_run(agent="a", input="go")
