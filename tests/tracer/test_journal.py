@@ -294,8 +294,9 @@ threading.Event().wait()
 def test_sigkill_at_random_points_of_a_steady_load_loses_and_doubles_no_synced_stage(tmp_path: Path) -> None:
     """Three threads record under sync into small segments until SIGKILL, at a random moment, again
     and again on one store: each life first completes the store from the journal the last one left,
-    every stage a close acknowledged is stored exactly once, and the journal stays within its
-    segments."""
+    every stage a close acknowledged is stored exactly once. (How far the journal grows depends on how
+    far the writer lags, which a loaded machine stretches at random: its bound is tested with a
+    writer made to lag, in test_under_a_steady_load_the_journal_stays_small.)"""
     import random
     import time
 
@@ -317,7 +318,6 @@ def test_sigkill_at_random_points_of_a_steady_load_loses_and_doubles_no_synced_s
         child.stdout.close()
         if child.stderr:
             child.stderr.close()
-        assert sum(os.path.getsize(p) for p in journal_files(str(path))) <= 2 * (8 + 8 + 64) << 10
     with Store.open(path, read_only=True) as store:
         names = [r[0] for r in store.query("SELECT name FROM stages")]
         texts = {r[0] for r in store.query("SELECT text FROM fp_item WHERE text LIKE 'output %'")}
