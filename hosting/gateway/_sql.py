@@ -32,8 +32,8 @@ _COLUMNS = "id, name, system_prompt, provider, model, config, created_at, update
 
 def check_identifier(what: str, value: str) -> str:
     """``value`` when it is a plain SQL identifier; a ValueError otherwise."""
-    if not IDENT.match(value):
-        raise ValueError(f"{what} name {value!r} must be letters, digits and underscores")
+    if not IDENT.fullmatch(value):
+        raise ValueError(f"{what} name {value!r} must be 1-63 ASCII letters, digits or underscores, not starting with a digit")
     return value
 
 

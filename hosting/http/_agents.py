@@ -269,6 +269,6 @@ def memory_router(gateway: Gateway) -> APIRouter:
 
 
 def _checked_id(agent_id: str) -> str:
-    if not re.match(ID_PATTERN, agent_id):
-        raise GatewayRequestError("agent_id", f"agent id {agent_id[:80]!r} must be 1-64 lowercase letters, digits, _ or -")
+    if not re.fullmatch(ID_PATTERN, agent_id):
+        raise GatewayRequestError("agent_id", f"agent id {agent_id[:80]!r} must be 1-64 lowercase ASCII letters, digits, _ or -, starting with a letter or digit")
     return agent_id

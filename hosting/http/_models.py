@@ -18,7 +18,7 @@ _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
 def check_session_id(value: str) -> str:
     """``value`` when it is a valid session id; else a ValueError saying what a session id is."""
-    if not _SESSION_ID.match(value):
+    if not _SESSION_ID.fullmatch(value):
         raise ValueError(f"session id {value[:80]!r} must be {SESSION_ID_RULE}")
     return value
 

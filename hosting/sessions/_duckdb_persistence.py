@@ -50,8 +50,8 @@ class DuckDBPersistence(StoredPersistence):
         super().__init__(policy=policy)
         if (store is None) == (path is None):
             raise ValueError("DuckDB session storage needs exactly one of `store` (the recordings store) or `path`")
-        if not _IDENT.match(prefix):
-            raise ValueError(f"table prefix {prefix!r} must be letters, digits and underscores")
+        if not _IDENT.fullmatch(prefix):
+            raise ValueError(f"table prefix {prefix!r} must be 1-41 ASCII letters, digits or underscores, not starting with a digit")
         self._store = store
         self._path = path
         self.location = store.path if store is not None else str(path)

@@ -45,8 +45,8 @@ class PostgresPersistence(StoredPersistence):
     ) -> None:
         super().__init__(policy=policy)
         for what, value in (("schema", schema), ("table prefix", prefix)):
-            if not _IDENT.match(value):
-                raise ValueError(f"{what} name {value!r} must be letters, digits and underscores")
+            if not _IDENT.fullmatch(value):
+                raise ValueError(f"{what} name {value!r} must be 1-41 ASCII letters, digits or underscores, not starting with a digit")
         self.dsn = dsn
         self.location = redact_dsn(dsn)
         self._schema_name, self._prefix = schema, prefix

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx2 as httpx
 import pytest
@@ -88,14 +89,14 @@ async def every_route(host: StandingAgent, store: Store) -> AsyncIterator[httpx.
     await gateway.close()
 
 
-@pytest.mark.parametrize("bad", ["-starts-with-dash", "x" * 201, "has space", "semi;colon", "ünï", ""])
+@pytest.mark.parametrize("bad", ["-starts-with-dash", "x" * 201, "has space", "semi;colon", "ünï", "", "ends-with-newline\n"])
 async def test_every_session_route_refuses_a_bad_id_the_same_way(every_route: httpx.AsyncClient, bad: str) -> None:
     """In a path or in a body, a bad session id is one error: 422, naming the field and the rule."""
     for method, route, body in ROUTES:
         if "{}" in route and bad == "":
             continue  # an empty path segment is another route
         json_body = None if body is None else {k: v.replace("{}", bad) for k, v in body.items()}
-        reply = await every_route.request(method, route.format(bad), json=json_body)
+        reply = await every_route.request(method, route.format(quote(bad, safe="")), json=json_body)
         assert reply.status_code == 422, (method, route, reply.text)
         error = reply.json()["error"]
         assert (error["code"], error["field"]) == ("invalid_request", "session_id"), (route, error)

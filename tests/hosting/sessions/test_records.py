@@ -304,3 +304,20 @@ async def test_a_session_let_go_and_read_back_continues_as_one_kept(tmp_path: Pa
     assert replies[0] == replies[64 << 20]
     assert all(status == "answered" for status, _ in replies[0])
     assert recorded[0] == recorded[64 << 20]
+
+
+@pytest.mark.parametrize("bad", ["fp\n", "1fp", "fp-session", "fp_séssion", "", "x" * 42])
+def test_a_table_prefix_or_schema_that_is_not_a_plain_identifier_is_refused_naming_the_rule(
+    tmp_path: Path, bad: str
+) -> None:
+    """What names tables is checked whole (a trailing newline too: ``$`` matches before one), in
+    both stores, before anything is opened or connected to."""
+    from hosting.sessions._duckdb_persistence import DuckDBPersistence
+    from hosting.sessions._postgres_persistence import PostgresPersistence
+
+    with pytest.raises(ValueError, match="must be 1-41 ASCII letters, digits or underscores"):
+        DuckDBPersistence(path=str(tmp_path / "s.duckdb"), prefix=bad)
+    assert not (tmp_path / "s.duckdb").exists()
+    for schema, prefix in ((bad, "fp_session"), ("public", bad)):
+        with pytest.raises(ValueError, match="must be 1-41 ASCII letters, digits or underscores"):
+            PostgresPersistence("postgresql://nobody@127.0.0.1:1/none", schema=schema, prefix=prefix)
