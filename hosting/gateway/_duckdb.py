@@ -18,7 +18,8 @@ import duckdb
 
 from tracer import Store
 
-from ._sql import SqlAgents, check_identifier
+from ..sessions._stored import check_sql_name
+from ._sql import SqlAgents
 from .errors import AgentStoreError
 
 
@@ -33,7 +34,7 @@ class DuckDBAgents(SqlAgents):
     ) -> None:
         if (store is None) == (path is None):
             raise ValueError("DuckDBAgents needs exactly one of `store` (the recordings store) or `path`")
-        super().__init__(check_identifier("table", table), check_identifier("memory table", memory_table))
+        super().__init__(check_sql_name("table", table), check_sql_name("memory table", memory_table))
         self.location = store.path if store is not None else str(path)
         self._owned: duckdb.DuckDBPyConnection | None = None
         try:

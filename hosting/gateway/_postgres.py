@@ -16,7 +16,8 @@ from typing import Any
 
 import psycopg
 
-from ._sql import SqlAgents, check_identifier
+from ..sessions._stored import check_sql_name
+from ._sql import SqlAgents
 from .errors import AgentConflictError, AgentStoreError
 
 
@@ -33,9 +34,9 @@ class PostgresAgents(SqlAgents):
     def __init__(
         self, dsn: str, *, schema: str = "public", table: str = "fp_agents", memory_table: str = "fp_personal_memory",
     ) -> None:
-        self._schema = check_identifier("schema", schema)
-        check_identifier("table", table)
-        check_identifier("memory table", memory_table)
+        self._schema = check_sql_name("schema", schema)
+        check_sql_name("table", table)
+        check_sql_name("memory table", memory_table)
         super().__init__(f'"{schema}"."{table}"', f'"{schema}"."{memory_table}"')
         self._table = table
         self.dsn = dsn

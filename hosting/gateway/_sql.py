@@ -14,7 +14,6 @@ nothing: the check is part of the statement that writes, so it cannot be raced o
 
 from __future__ import annotations
 
-import re
 import time
 from abc import abstractmethod
 from collections.abc import Sequence
@@ -26,15 +25,7 @@ from agent._personal import sort_records
 from ._definition import AgentRecord, record_from_row
 from ._repository import AgentsRepository, check_free
 
-IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _COLUMNS = "id, name, system_prompt, provider, model, config, created_at, updated_at"
-
-
-def check_identifier(what: str, value: str) -> str:
-    """``value`` when it is a plain SQL identifier; a ValueError otherwise."""
-    if not IDENT.fullmatch(value):
-        raise ValueError(f"{what} name {value!r} must be 1-63 ASCII letters, digits or underscores, not starting with a digit")
-    return value
 
 
 class SqlAgents(AgentsRepository):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -29,10 +28,17 @@ import duckdb
 from tracer import RedactionPolicy, Store, missing_directory, refuse_truncated, restrict_to_owner
 
 from ..errors import SessionStoreError, VersionConflictError
-from ._stored import SessionHead, StoredPersistence, StoredSession, WriteSet, plan_batch
+from ._stored import (
+    PREFIX_LONGEST,
+    SessionHead,
+    StoredPersistence,
+    StoredSession,
+    WriteSet,
+    check_sql_name,
+    plan_batch,
+)
 
 T = TypeVar("T")
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
 LegacyMigration = Callable[[list[tuple[Any, ...]], RedactionPolicy], list[WriteSet]]
 
 
@@ -50,8 +56,7 @@ class DuckDBPersistence(StoredPersistence):
         super().__init__(policy=policy)
         if (store is None) == (path is None):
             raise ValueError("DuckDB session storage needs exactly one of `store` (the recordings store) or `path`")
-        if not _IDENT.fullmatch(prefix):
-            raise ValueError(f"table prefix {prefix!r} must be 1-41 ASCII letters, digits or underscores, not starting with a digit")
+        check_sql_name("table prefix", prefix, PREFIX_LONGEST)
         self._store = store
         self._path = path
         self.location = store.path if store is not None else str(path)

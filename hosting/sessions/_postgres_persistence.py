@@ -24,9 +24,15 @@ from tracer import RedactionPolicy
 
 from ..errors import SessionStoreError, VersionConflictError
 from ._duckdb_persistence import LegacyMigration
-from ._stored import SessionHead, StoredPersistence, StoredSession, WriteSet, plan_batch
-
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
+from ._stored import (
+    PREFIX_LONGEST,
+    SessionHead,
+    StoredPersistence,
+    StoredSession,
+    WriteSet,
+    check_sql_name,
+    plan_batch,
+)
 
 
 def redact_dsn(dsn: str) -> str:
@@ -44,9 +50,8 @@ class PostgresPersistence(StoredPersistence):
         policy: RedactionPolicy | None = None, migrate: LegacyMigration | None = None,
     ) -> None:
         super().__init__(policy=policy)
-        for what, value in (("schema", schema), ("table prefix", prefix)):
-            if not _IDENT.fullmatch(value):
-                raise ValueError(f"{what} name {value!r} must be 1-41 ASCII letters, digits or underscores, not starting with a digit")
+        check_sql_name("schema", schema, PREFIX_LONGEST)
+        check_sql_name("table prefix", prefix, PREFIX_LONGEST)
         self.dsn = dsn
         self.location = redact_dsn(dsn)
         self._schema_name, self._prefix = schema, prefix

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -32,6 +33,21 @@ from agent.durable import PersistenceContext, SessionRecord
 from tracer import RedactionPolicy
 
 from ..errors import SessionStoreError, VersionConflictError
+
+_SQL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# a session store's schema and table prefix: the prefix and its tables' suffixes stay within
+# PostgreSQL's 63 characters
+PREFIX_LONGEST = 41
+
+
+def check_sql_name(what: str, value: str, longest: int = 63) -> str:
+    """``value`` when it is a plain SQL name (a schema, a table or a prefix of tables) of at most
+    ``longest`` characters; a ValueError naming ``what`` otherwise. Matched whole: a trailing
+    newline is refused too."""
+    if len(value) > longest or not _SQL_NAME.fullmatch(value):
+        raise ValueError(f"{what} name {value!r} must be 1-{longest} ASCII letters, digits or underscores, "
+                         "not starting with a digit")
+    return value
 
 T = TypeVar("T")
 log = logging.getLogger("footprint.host")
