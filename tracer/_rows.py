@@ -112,6 +112,16 @@ def _continues(middle: list[str], log: list[str], low: int) -> int:
     return i - low if len(middle) >= kept and middle[:kept] == log[i:] else -1
 
 
+def _extend(end: _ChainEnd, middle: list[str], i: int) -> tuple[int, int, list[str]]:
+    """Append to the chain's log what ``middle`` adds, when it continues the last snapshot's
+    conversation from ``i`` on (see :func:`_continues`): (where it was appended, where ``middle``
+    starts in the log, the entries appended)."""
+    log_start, low = len(end.log), end.low + i
+    added = middle[log_start - low:]
+    end.log.extend(added)
+    return log_start, low, added
+
+
 def _find(log: list[str], part: list[str]) -> int:
     """Where ``part`` lies in ``log`` (its first place); -1 when it does not."""
     if not part:
@@ -177,8 +187,7 @@ class SnapshotPacker:
         What the window left out grows with the conversation, and most of it is what the chain's
         last row left out: those entries are not packed again (see :meth:`_left_in_log`).
         """
-        token = self._token
-        packed = [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle) for ci in items]
+        packed = self._packed(items, bundle)
         if not dropped and self._chaining and "" not in packed:  # the usual case: nothing left out
             head, end = _split(items)
             with self._lock:
@@ -199,8 +208,7 @@ class SnapshotPacker:
             if placed is not None:
                 self._add_row(bundle, run_id, stage_id, packed, *placed, [], [])
                 return
-        left = [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle)
-                for ci in left_items]
+        left = self._packed(left_items, bundle)
         reasons = [reason for _, reason in dropped] if dropped else []
         if unpackable or "" in packed or "" in left:
             with self._lock:
@@ -263,18 +271,13 @@ class SnapshotPacker:
         i = _continues(middle, end.log, end.low)
         if i < 0:
             return None
-        log_start, low = len(end.log), end.low + i
-        added = middle[log_start - low:]
-        end.log.extend(added)
+        log_start, low, added = _extend(end, middle, i)
         at = self._left_in_log(end, left_items, bundle)
         if at < 0:
             del end.log[log_start:]  # as it was: _place links the row
             return None
-        end.link += 1
-        end.stage_id = stage_id
-        end.low = low
+        self._link(key, end, stage_id, low)
         self._remember_left(end, left_items, at, reason)
-        self._chains.move_to_end(key)
         return (end.chain, end.link, log_start, low, at, at + len(left_items), reason), added, head, stop
 
     def _left_in_log(self, end: _ChainEnd, left_items: list[ContextItem], bundle: Bundle | StageRows) -> int:
@@ -294,8 +297,7 @@ class SnapshotPacker:
             at, rest = end.left_at, left_items[kept:]
         else:
             at, rest, kept = end.left_at + kept, left_items, 0
-        token = self._token
-        new = [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle) for ci in rest]
+        new = self._packed(rest, bundle)
         if "" in new:
             return -1
         return at if end.log[at + kept:at + kept + len(new)] == new else -1
@@ -326,13 +328,8 @@ class SnapshotPacker:
         if end is not None and stage_id > end.stage_id:
             i = _continues(middle, end.log, end.low)
             if i >= 0:
-                log_start, low = len(end.log), end.low + i
-                added = middle[log_start - low:]
-                end.log.extend(added)
-                end.link += 1
-                end.stage_id = stage_id
-                end.low = low
-                chains.move_to_end(key)
+                log_start, low, added = _extend(end, middle, i)
+                self._link(key, end, stage_id, low)
                 if one_reason is None:
                     end.left = None
                     return (end.chain, end.link, log_start, low, 0, 0, None), added
@@ -354,6 +351,18 @@ class SnapshotPacker:
         if not in_log:
             return (stage_id, 0, 0, 0, 0, 0, None), middle  # (not the log: it grows under the next call)
         return (stage_id, 0, 0, len(in_log), 0, len(in_log), one_reason), log[:]
+
+    def _link(self, key: str, end: _ChainEnd, stage_id: str, low: int) -> None:
+        """Make stage ``stage_id``'s row, whose conversation is ``end.log[low:]``, its chain's end."""
+        end.link += 1
+        end.stage_id = stage_id
+        end.low = low
+        self._chains.move_to_end(key)
+
+    def _packed(self, items: Sequence[ContextItem], bundle: Bundle | StageRows) -> list[str]:
+        """The packed entries of ``items``: each kept on its item once packed (see :meth:`_entry`)."""
+        token = self._token
+        return [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle) for ci in items]
 
     def _entry(self, ci: ContextItem, bundle: Bundle | StageRows) -> str:
         """The packed entry of ``ci`` (its item's row joins ``bundle`` if not sent yet), kept on it;
