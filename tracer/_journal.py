@@ -28,6 +28,7 @@ returns at once.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import struct
@@ -162,9 +163,8 @@ def remove_journal(store_path: str) -> None:
     """Delete the journal beside the store at ``store_path`` (its tables hold all of it)."""
     for segment in segment_paths(journal_path(store_path)):
         try:
-            os.unlink(segment)
-        except FileNotFoundError:
-            pass
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(segment)
         except OSError as exc:
             raise StoreError(f"cannot remove the applied sync journal {segment}: {exc.strerror}") from exc
 
@@ -175,10 +175,8 @@ class Journal:
     def __init__(self, path: str, last: int) -> None:
         self.path = path
         self._fds: list[int | None] = [self._create(segment_paths(path)[0]), None]  # the second on first use
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(segment_paths(path)[1])  # an earlier store's, all of it applied before this open
-        except OSError:
-            pass
         self.lock = threading.Lock()  # held while a bundle is numbered and queued: numbers follow queue order
         self._sync_lock = threading.Lock()  # one sync writes the files at a time
         self._buffer: list[bytes] = []  # records appended and not yet written
@@ -275,8 +273,7 @@ class Journal:
         if remove:
             for segment in segment_paths(self.path):
                 try:
-                    os.unlink(segment)
-                except FileNotFoundError:
-                    pass
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(segment)
                 except OSError as exc:
                     log.warning("could not remove the sync journal %s: %s", segment, exc)

@@ -101,8 +101,7 @@ def test_what_was_synced_and_not_applied_is_always_read_back(ops: list[tuple[str
             segment, offset = j._next_write()
             tail = b"\x07" * (cut % 97)
             torn = b"".join(j._buffer)[: cut % (40 + 4 * len(j._buffer[0]))] + tail
-            with open(segment_paths(path)[segment], "ab") as f:  # (created if it is not yet)
-                pass
+            Path(segment_paths(path)[segment]).touch()  # (created if it is not yet)
             with open(segment_paths(path)[segment], "r+b") as f:
                 f.seek(offset)
                 f.write(torn)
