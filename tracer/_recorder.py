@@ -48,6 +48,7 @@ from ._records import (
     SnapshotEntry,
     Stage,
     StageStatus,
+    kind_name,
 )
 from ._redaction import RedactionPolicy
 from ._rows import SnapshotPacker, item_row, pack_edges, pack_hashes
@@ -400,7 +401,7 @@ class StageRecording:
 
     def origin(self, kind: OriginKind | str = OriginKind.STAGE, source: str | None = None) -> Origin:
         """An origin naming this stage (and an outside source, when ``kind`` is not ``stage``)."""
-        return Origin(str(kind), self.run.id, self.id, source)
+        return Origin(kind_name(kind), self.run.id, self.id, source)
 
     def inputs(self, items: Sequence[ContextItem], dropped: Iterable[tuple[ContextItem, str]] = ()) -> None:
         """Record the context this stage received, in order; ``dropped`` is what was left out and why

@@ -9,6 +9,7 @@ the model, tools and settings included.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -90,6 +91,16 @@ class OriginKind(StrEnum):
     FILE = "file"
     HOOK = "hook"
     CONFIG = "config"
+
+
+# one str object per kind: str() of an enum member, and JSON text read back, make a new one each
+# time, and a long conversation holds one per message (54 bytes each) in every origin
+_KIND_NAMES: dict[str, str] = {str(kind): str(kind) for kind in (*ItemKind, *OriginKind)}
+
+
+def kind_name(kind: str) -> str:
+    """``kind`` as a plain str, the same object for every occurrence of a kind."""
+    return _KIND_NAMES.get(kind) or sys.intern(str(kind))
 
 
 
@@ -205,8 +216,10 @@ class ContextItem:
 
     item: Item
     origin: Origin
-    # a recorder's packed snapshot entry for this item, with the recorder's token (see tracer._rows)
-    _entry: tuple[object, str] | None = field(default=None, init=False, compare=False, repr=False)
+    # a recorder's packed snapshot entry for this item, and the token of the packer that made it
+    # (see tracer._rows): two fields, not a pair (a tuple held per message of a conversation)
+    _entry: str = field(default="", init=False, compare=False, repr=False)
+    _packer: object = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def kind(self) -> str:
@@ -384,9 +397,12 @@ def context_item_from_dict(data: dict[str, Any]) -> ContextItem:
     """A context item from its JSON form; a ValueError says what is missing."""
     try:
         origin = data["origin"]
+        run_id, stage_id = origin.get("run_id"), origin.get("stage_id")
+        # the kinds and ids interned: a conversation read back holds them once, not once per message
         return ContextItem(
-            Item(str(data["kind"]), dict(data["body"])),
-            Origin(str(origin["kind"]), origin.get("run_id"), origin.get("stage_id"), origin.get("source")),
+            Item(kind_name(data["kind"]), dict(data["body"])),
+            Origin(kind_name(origin["kind"]), run_id if run_id is None else sys.intern(str(run_id)),
+                   stage_id if stage_id is None else sys.intern(str(stage_id)), origin.get("source")),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a context item (needs kind, body and origin.kind): {exc!r}") from exc

@@ -56,8 +56,9 @@ def pack_hashes(hashes: Sequence[str]) -> str | None:
 
 
 def _pack_origin(origin: Origin) -> str:
-    """The origin's fields joined by FIELD_SEP (NULL as FIELD_NULL), kept on the origin; "" when a
-    field holds a separator (its snapshot then goes row by row)."""
+    """The origin's fields joined by FIELD_SEP (NULL as FIELD_NULL); "" when a field holds a
+    separator (its snapshot then goes row by row). Not kept on the origin: the entry kept on its
+    context item holds it, and a conversation would hold it twice per message."""
     kind, run, stage, source = origin.kind, origin.run_id, origin.stage_id, origin.source
     text = f"{kind}{run or ''}{stage or ''}{source or ''}"
     if not text.isprintable() and _holds_separator(text):
@@ -65,7 +66,6 @@ def _pack_origin(origin: Origin) -> str:
     else:
         packed = (f"{kind}{FIELD_SEP}{FIELD_NULL if run is None else run}{FIELD_SEP}"
                   f"{FIELD_NULL if stage is None else stage}{FIELD_SEP}{FIELD_NULL if source is None else source}")
-    object.__setattr__(origin, "_packed", packed)
     return packed
 
 
@@ -362,7 +362,7 @@ class SnapshotPacker:
     def _packed(self, items: Sequence[ContextItem], bundle: Bundle | StageRows) -> list[str]:
         """The packed entries of ``items``: each kept on its item once packed (see :meth:`_entry`)."""
         token = self._token
-        return [e[1] if (e := ci._entry) is not None and e[0] is token else self._entry(ci, bundle) for ci in items]
+        return [ci._entry if ci._packer is token else self._entry(ci, bundle) for ci in items]
 
     def _entry(self, ci: ContextItem, bundle: Bundle | StageRows) -> str:
         """The packed entry of ``ci`` (its item's row joins ``bundle`` if not sent yet), kept on it;
@@ -372,7 +372,8 @@ class SnapshotPacker:
         if not origin or (not item_hash.isprintable() and _holds_separator(item_hash)):
             return ""
         entry = f"{item_hash}{FIELD_SEP}{origin}"
-        object.__setattr__(ci, "_entry", (self._token, entry))
+        object.__setattr__(ci, "_entry", entry)
+        object.__setattr__(ci, "_packer", self._token)
         return entry
 
 

@@ -6,6 +6,7 @@ Every test records through the real recorder and reads back through both readers
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import duckdb
@@ -231,3 +232,40 @@ def test_a_snapshot_journaled_by_schema_2_is_replayed_whole() -> None:
     again = decode_bundle(encode_bundle(rows))
     assert isinstance(again, StageRows)
     assert again.snapshot == (*rows.snapshot, "s-1", 0, 0, 0, 2, 0, 0, 0, 0, None)
+
+
+def _held_bytes(objects: list[object]) -> int:
+    """What ``objects`` hold, each object reached counted once (strings, dicts, tuples, slots)."""
+    seen: set[int] = set()
+    total, stack = 0, list(objects)
+    while stack:
+        o = stack.pop()
+        if o is None or isinstance(o, int | float) or id(o) in seen:
+            continue
+        seen.add(id(o))
+        total += sys.getsizeof(o)
+        if isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list | tuple):
+            stack.extend(o)
+        elif hasattr(type(o), "__slots__") and not isinstance(o, str):
+            stack.extend(getattr(o, s, None) for s in type(o).__slots__)
+    return total
+
+
+def test_a_recorded_conversation_holds_little_beyond_its_text(tmp_path: Path) -> None:
+    # a standing host keeps each session's conversation; once recorded, a message held its packed
+    # origin twice (on the origin, and inside the entry packed on the context item), a kind string
+    # of its own and a tuple for the entry: here ~900 bytes beyond its text, now ~715
+    store = Store.open(tmp_path / "s.duckdb")
+    session = _Session(Recorder(store), "held")
+    for turn in range(120):
+        session.turn(f"turn {turn}: " + "x" * 1000, window=40, tool=turn % 3 == 2)
+    store.flush()
+    messages = session.messages
+    assert all(m._entry for m in messages[:-2])  # every message sent was packed, and keeps its entry
+    text = sum(sys.getsizeof(m.item.body.get("text", m.item.body.get("content", ""))) for m in messages)
+    beyond = (_held_bytes(list(messages)) - text) / len(messages)
+    assert beyond < 800, beyond
+    store.close()
