@@ -12,9 +12,10 @@ and two tool variants: ``sync`` (a plain ``def lookup``, run in a worker thread)
 (``async def lookup``, run inline). Each case runs in its own process, the cases interleaved round
 after round so the machine's drift hits them alike; the median over rounds is reported, with the
 CPU time per inference of the agent's thread, of the writer thread and of the whole process
-(DuckDB's own threads included), the time the store's close took (in brackets its first part:
-writing the last batch; the rest is DuckDB's checkpoint and closing the file), and the load
-average at each start.
+(DuckDB's own threads included), how long per inference the agent's thread was off the CPU during
+the loop (``wait``: its wall time less its CPU time: waiting for the tool's worker thread, for the
+GIL, or for a core), the time the store's close took (in brackets its parts: writing the last
+batch, then DuckDB's checkpoint; the rest is closing the file), and the load average at each start.
 
 Targets (issue 18, quoted as ratios within one run): ``exit`` costs <= 1.5x ``off`` on both tool
 variants; ``sync`` >= 1,200 inferences/s (2x LangGraph's checkpointed run on this machine).
@@ -111,11 +112,14 @@ async def run_case(runs: int, k: int, mode: str, variant: str, workdir: Path) ->
             raise SystemExit(f"bench run failed: {result.status} {result.error}")
     writer_cpu = _thread_cpu(writer_id) - writer_cpu  # before close: the thread is gone after it
     loop_done = time.perf_counter()
-    flushed = loop_done
+    loop_cpu = time.thread_time() - main_cpu
+    flushed = checkpointed = loop_done
     if store is not None:
         store.flush()  # the last batch (what the writer had not written yet) ...
         flushed = time.perf_counter()
-        store.close()  # ... then DuckDB's checkpoint and the file's close
+        store.query("CHECKPOINT")  # ... DuckDB's checkpoint (close would make it: timed apart) ...
+        checkpointed = time.perf_counter()
+        store.close()  # ... and the file's close
     seconds = time.perf_counter() - started
     main_cpu = time.thread_time() - main_cpu
     process_cpu = time.process_time() - process_cpu
@@ -126,7 +130,9 @@ async def run_case(runs: int, k: int, mode: str, variant: str, workdir: Path) ->
     return {"inf_s": inferences / seconds, "main_us": main_cpu / inferences * 1e6,
             "process_us": process_cpu / inferences * 1e6,
             "writer_us": writer_cpu / inferences * 1e6, "db_bytes": size,
-            "close_ms": (started + seconds - loop_done) * 1e3, "last_batch_ms": (flushed - loop_done) * 1e3}
+            "close_ms": (started + seconds - loop_done) * 1e3, "last_batch_ms": (flushed - loop_done) * 1e3,
+            "checkpoint_ms": (checkpointed - flushed) * 1e3,
+            "off_cpu_us": ((loop_done - started) - loop_cpu) / inferences * 1e6}
 
 
 def _child(args: argparse.Namespace) -> None:
@@ -144,6 +150,13 @@ def _profile(args: argparse.Namespace) -> None:
         profiler.disable()
     pstats.Stats(profiler).sort_stats("tottime").print_stats(35)
     print(f"profiled {args.profile} / {args.tool} tool: {figures['inf_s']:,.0f} inferences/s (profiler on)")
+
+
+def _close_split(rows: list[dict[str, Any]]) -> str:
+    """The close's median last batch and checkpoint, in ms, as "(batch, ckpt)"; the rest is the file's close."""
+    batch = statistics.median(r["last_batch_ms"] for r in rows)
+    checkpoint = statistics.median(r["checkpoint_ms"] for r in rows)
+    return f"({batch:,.0f}, {checkpoint:,.0f})"
 
 
 def main() -> None:
@@ -181,7 +194,8 @@ def main() -> None:
     print(f"1-min load average at case starts: min {min(loads):.2f} median {statistics.median(loads):.2f} "
           f"max {max(loads):.2f}; now {os.getloadavg()[0]:.2f}")
     print(f"{'tool':<6} {'mode':<5} {'median inf/s':>12} {'min-max':>15} {'x off':>6} "
-          f"{'CPU us/inf: main':>16} {'writer':>6} {'all':>5} {'close ms (last batch)':>21} {'store B/run':>11}")
+          f"{'CPU us/inf: main':>16} {'writer':>6} {'all':>5} {'wait':>5} {'close ms (batch, ckpt)':>22} "
+          f"{'store B/run':>11}")
     median: dict[tuple[str, str], float] = {}
     for (mode, variant), rows in results.items():
         rates = [r["inf_s"] for r in rows]
@@ -196,8 +210,8 @@ def main() -> None:
               f"{statistics.median(r['main_us'] for r in rows):>16,.0f} "
               f"{statistics.median(r['writer_us'] for r in rows):>6,.0f} "
               f"{statistics.median(r['process_us'] for r in rows):>5,.0f} "
-              f"{statistics.median(r['close_ms'] for r in rows):>13,.0f} "
-              f"{'(' + format(statistics.median(r['last_batch_ms'] for r in rows), ',.0f') + ')':>7} {store:>11,.0f}")
+              f"{statistics.median(r['off_cpu_us'] for r in rows):>5,.0f} "
+              f"{statistics.median(r['close_ms'] for r in rows):>9,.0f} {_close_split(rows):>12} {store:>11,.0f}")
     for variant in args.tools.split(","):
         if ("off", variant) in median and ("exit", variant) in median:
             ratio = median[("off", variant)] / median[("exit", variant)]
