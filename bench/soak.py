@@ -16,7 +16,10 @@ turns one after another, all sessions at once. It prints, per store:
   the session records after the host stopped (target: flat, not growing with the session);
 * failed requests (target: 0), and whether every answered turn was stored, once;
 * the host's CPU milliseconds per turn (all its threads) over the first and the last 10%: on a
-  shared machine it moves with the load far less than turns per second do.
+  shared machine it moves with the load far less than turns per second do;
+* with ``--memory``, where the host's memory is at the end: DuckDB's (``duckdb_memory()`` by tag),
+  the Python heap by package (tracemalloc, which slows the host: compare throughput without it)
+  and what glibc's malloc holds free (see tests/hosting/soakkit.py ``memory_breakdown``).
 
 Figures are ratios within one run (the machine may be shared); the load average is printed.
 """
@@ -28,11 +31,13 @@ import asyncio
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 import httpx2 as httpx  # noqa: E402
 
 from tests.hosting.hostkit import postgres_dsn  # noqa: E402
-from tests.hosting.soakkit import message  # noqa: E402
+from tests.hosting.soakkit import MEMORY_ENV, message  # noqa: E402
 
 FOOTPRINT = Path(sys.executable).parent / "footprint"
 STORES = ("duckdb-sync", "duckdb-exit", "postgresql")
@@ -68,6 +73,9 @@ class Outcome:
     stored_ok: bool = False
     stored_note: str = ""
     seconds: float = 0.0
+    # the host's memory_breakdown at 10% and at the end (--memory)
+    memory_at_10: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
 
 
 def _cpu(pid: int) -> float:
@@ -85,10 +93,13 @@ def _rss(pid: int) -> int:
     return 0
 
 
-def _start(db: Path, durability: str, sessions: str, schema: str, agent: str) -> tuple[subprocess.Popen[str], str]:
+def _start(db: Path, durability: str, sessions: str, schema: str, agent: str,
+           memory: Path | None = None) -> tuple[subprocess.Popen[str], str]:
     """Start the host; its URL. Its stderr goes to ``<db>.log``, read from the start for the URL: a
     pipe nobody drains after the start would stall a host that logs a lot once the pipe is full."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if memory is not None:
+        env[MEMORY_ENV] = str(memory)
     env.pop("OPENAI_API_KEY", None)
     log = Path(f"{db}.log")
     with open(log, "w") as stderr:
@@ -110,7 +121,8 @@ def _start(db: Path, durability: str, sessions: str, schema: str, agent: str) ->
     raise RuntimeError("footprint serve did not start")
 
 
-async def _drive(url: str, pid: int, sessions: int, turns: int, outcome: Outcome, prefix: str) -> None:
+async def _drive(url: str, pid: int, sessions: int, turns: int, outcome: Outcome, prefix: str,
+                 breakdown: Callable[[], dict[str, Any]] | None = None) -> None:
     total = sessions * turns
     tenth = max(1, total // 10)
     limits = httpx.Limits(max_connections=sessions + 2, max_keepalive_connections=sessions + 2)
@@ -131,6 +143,8 @@ async def _drive(url: str, pid: int, sessions: int, turns: int, outcome: Outcome
                 if len(outcome.done_at) == tenth + 1:  # (done_at starts with the clock's start)
                     outcome.rss_at_10 = _rss(pid)
                     outcome.cpu_marks.append(_cpu(pid))
+                    if breakdown is not None:
+                        outcome.memory_at_10 = await asyncio.to_thread(breakdown)
                 elif len(outcome.done_at) == total - tenth + 1:
                     outcome.cpu_marks.append(_cpu(pid))
 
@@ -140,6 +154,8 @@ async def _drive(url: str, pid: int, sessions: int, turns: int, outcome: Outcome
         await asyncio.gather(*(session(n) for n in range(sessions)))
         outcome.seconds = time.perf_counter() - started
         outcome.rss_end = _rss(pid)
+        if breakdown is not None:
+            outcome.memory = breakdown()
         outcome.cpu_marks.append(_cpu(pid))
         outcome.done_at.pop(0)
         outcome.turns = len(outcome.done_at)
@@ -188,7 +204,23 @@ def _per_turn_bytes(records: list[tuple[str, int, str, int]], sessions: int, tur
     outcome.stored_note = f"{stored} user messages stored for {answered} answered turns"
 
 
-async def soak(store: str, sessions: int, turns: int, workdir: Path, *, recorded: bool = True) -> Outcome:
+def _memory_breakdown(proc: subprocess.Popen[str], path: Path) -> dict[str, Any]:
+    """Ask the host (SIGUSR1) where its memory is, and wait for its answer."""
+    path.unlink(missing_ok=True)
+    proc.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if path.exists():
+            try:
+                return dict(json.loads(path.read_text()))
+            except ValueError:
+                pass  # still being written
+        time.sleep(0.2)
+    return {}
+
+
+async def soak(store: str, sessions: int, turns: int, workdir: Path, *, recorded: bool = True,
+               memory: bool = False) -> Outcome:
     """Run the soak against one store; its figures."""
     outcome = Outcome(store)
     db = workdir / f"{store}.duckdb"
@@ -206,9 +238,11 @@ async def soak(store: str, sessions: int, turns: int, workdir: Path, *, recorded
         sessions_spec = "duckdb"
     durability = "exit" if store == "duckdb-exit" else "sync"
     agent = "tests.hosting.soakkit:" + ("soak_agent" if recorded else "soak_agent_unrecorded")
-    proc, url = _start(db, durability, sessions_spec, schema, agent)
+    breakdown = workdir / f"{store}.memory.json" if memory else None
+    proc, url = _start(db, durability, sessions_spec, schema, agent, breakdown)
     try:
-        await _drive(url, proc.pid, sessions, turns, outcome, prefix)
+        ask = None if breakdown is None else lambda: _memory_breakdown(proc, breakdown)
+        await _drive(url, proc.pid, sessions, turns, outcome, prefix, ask)
         outcome.journal_end = sum(p.stat().st_size for p in workdir.glob(f"{db.name}.journal*"))
     finally:
         proc.terminate()
@@ -256,7 +290,20 @@ def report(o: Outcome) -> dict[str, Any]:
         "bytes_ratio": round(o.bytes_last / o.bytes_first, 2) if o.bytes_first else None,
         "every_answered_turn_stored_once": o.stored_ok, "stored": o.stored_note,
         "first_failures": o.failed[:3],
+        **({"memory_mb_at_10pct": _memory_mb(o.memory_at_10)} if o.memory_at_10 else {}),
+        **({"memory_mb_end": _memory_mb(o.memory)} if o.memory else {}),
     }
+
+
+def _memory_mb(m: dict[str, Any]) -> dict[str, Any]:
+    """The host's memory breakdown in MB: RSS, DuckDB's by tag, the Python heap by package, malloc's free."""
+    mb = lambda n: round(n / 2**20, 1)  # noqa: E731
+    duckdb, heap = m.get("duckdb", {}), m.get("python_heap", {})
+    free = m.get("malloc_free")
+    rest = m["rss"] - sum(duckdb.values()) - sum(heap.values()) - (free or 0)
+    return {"rss": mb(m["rss"]), "duckdb": mb(sum(duckdb.values())), "duckdb_by_tag": {k: mb(v) for k, v in duckdb.items()},
+            "python_heap": mb(sum(heap.values())), "python_heap_by_package": {k: mb(v) for k, v in heap.items()},
+            "malloc_free": None if free is None else mb(free), "rest": mb(rest)}
 
 
 def main() -> int:
@@ -267,6 +314,8 @@ def main() -> int:
     parser.add_argument("--stores", default=",".join(STORES), help=f"comma-separated, of {', '.join(STORES)}")
     parser.add_argument("--unrecorded", action="store_true",
                         help="the agent records no runs (what the session store costs without the recorder)")
+    parser.add_argument("--memory", action="store_true",
+                        help="print where the host's memory is at the end (traces the Python heap: slower)")
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
     stores = [s.strip() for s in args.stores.split(",") if s.strip()]
@@ -277,7 +326,8 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="footprint-soak-") as tmp:
         for store in stores:
-            outcome = asyncio.run(soak(store, args.sessions, args.turns, Path(tmp), recorded=not args.unrecorded))
+            outcome = asyncio.run(soak(store, args.sessions, args.turns, Path(tmp), recorded=not args.unrecorded,
+                                     memory=args.memory))
             results.append(report(outcome))
             if not args.json:
                 r = results[-1]
@@ -290,6 +340,9 @@ def main() -> int:
                       f"{r['journal_mb_end']} MB at the end; stored bytes/turn "
                       f"{r['stored_bytes_per_turn_first_10pct']} first 10%, {r['stored_bytes_per_turn_last_10pct']} "
                       f"last 10% (ratio {r['bytes_ratio']}, target flat); {r['stored']}", flush=True)
+                for when in ("at_10pct", "end"):
+                    if f"memory_mb_{when}" in r:
+                        print(f"  memory {when} (MB): {r[f'memory_mb_{when}']}", flush=True)
                 for failure in r["first_failures"]:
                     print(f"  failed: {failure}", flush=True)
     summary = {"sessions": args.sessions, "turns": args.turns, "recorded": not args.unrecorded,

@@ -7,13 +7,22 @@ measured is the host and its stores.
 
 from __future__ import annotations
 
+import ctypes
+import json
+import os
 import random
+import signal
+import tracemalloc
+from pathlib import Path
 from typing import Any
 
 from agent import Agent, Tool
 from agent.providers import FunctionModel, ModelRequest, calls
 from tracer import Recorder
 
+#: When set (to a file path), the soak agent's host traces the Python heap and, on SIGUSR1, writes
+#: where its memory is to that file (see :func:`memory_breakdown`); ``bench/soak.py --memory`` uses it.
+MEMORY_ENV = "FOOTPRINT_SOAK_MEMORY"
 LOOKUP = {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}
 
 
@@ -51,8 +60,63 @@ async def _lookup(arguments: dict[str, Any]) -> str:
     return f"value of {arguments['key']}"
 
 
+def _heap_by_package(snapshot: tracemalloc.Snapshot) -> dict[str, int]:
+    """The traced Python heap's bytes by where they were allocated: footprint's packages, or other."""
+    sizes: dict[str, int] = {}
+    for stat in snapshot.statistics("filename"):
+        name = stat.traceback[0].filename.replace(os.sep, "/")
+        package = next((p for p in ("hosting/sessions", "hosting", "agent", "tracer") if f"/{p}/" in name), "other")
+        sizes[package] = sizes.get(package, 0) + stat.size
+    return sizes
+
+
+def _malloc_free() -> int | None:
+    """Bytes glibc's malloc holds free in its arenas (RSS that no object uses), or None elsewhere."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+    class _Info(ctypes.Structure):
+        _fields_ = [(f, ctypes.c_size_t) for f in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+            "keepcost")]
+
+    if not hasattr(libc, "mallinfo2"):
+        return None
+    libc.mallinfo2.restype = _Info
+    return int(libc.mallinfo2().fordblks)
+
+
+def memory_breakdown(recorder: Recorder | None) -> dict[str, Any]:
+    """Where the host's memory is: its RSS, DuckDB's (``duckdb_memory()`` by tag, of the store it
+    records into), the traced Python heap by package, and what glibc's malloc holds free."""
+    with open("/proc/self/status") as f:
+        rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    duckdb: dict[str, int] = {}
+    if recorder is not None and recorder.store is not None:
+        for tag, used in recorder.store.query(
+                "SELECT tag, memory_usage_bytes FROM duckdb_memory() WHERE memory_usage_bytes > 0"):
+            duckdb[str(tag)] = int(used)
+    heap = _heap_by_package(tracemalloc.take_snapshot()) if tracemalloc.is_tracing() else {}
+    return {"rss": rss, "duckdb": duckdb, "python_heap": heap, "malloc_free": _malloc_free()}
+
+
+def _report_memory_on_signal(recorder: Recorder | None, path: str) -> None:
+    tracemalloc.start()
+
+    def write(*_: object) -> None:
+        part = Path(f"{path}.part")
+        part.write_text(json.dumps(memory_breakdown(recorder)))
+        part.replace(path)  # whole, or not there yet
+
+    signal.signal(signal.SIGUSR1, write)
+
+
 def soak_agent(recorder: Recorder | None = None) -> Agent:
     """The soak's agent: a test model and one tool."""
+    if (path := os.environ.get(MEMORY_ENV)) and not tracemalloc.is_tracing():
+        _report_memory_on_signal(recorder, path)
     model = FunctionModel(_answer, name="soak", keep_requests=0)
     return Agent("soak", provider=model, tools=[Tool("lookup", "Look a key up.", LOOKUP, _lookup)],
                  recorder=recorder)
