@@ -41,7 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tracer import ContextItem, EdgeKind, Item, ItemKind, Origin, OriginKind, Recorder, Store, why
 from tracer._schema import TABLES, VIEWS
-from tracer._store import CHECKPOINT_THRESHOLD, DEFAULT_MEMORY_LIMIT
+from tracer._store import DEFAULT_MEMORY_LIMIT
+from tracer._upkeep import CHECKPOINT_AT
 from tracer._writer import COLUMN_TYPES, COLUMNS, select_rows
 
 WINDOW = 16  # conversation messages kept in each snapshot (plus 4 fixed items: ~20)
@@ -179,7 +180,7 @@ def raw_insert(source_path: str, target_path: str, stages_per_batch: float) -> t
     n_batches = max(1, round(stages / max(stages_per_batch, 1.0)))
     con = duckdb.connect(target_path)
     con.execute(f"SET memory_limit = '{DEFAULT_MEMORY_LIMIT}'")  # as Store.open sets them
-    con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+    con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_AT}B'")  # where Store checkpoints itself
     con.execute(TABLES)
     con.execute(VIEWS)
     started = time.perf_counter()

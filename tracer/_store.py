@@ -14,7 +14,7 @@ import re
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from ._lock import DEFAULT_WAIT, connect
 from ._records import PARENT_RUN, Run
 from ._schema import APPLICATION, DROP_RUN_INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
 from ._store_reads import RUN_COLUMNS, RunReads, run_from_row
+from ._upkeep import NEVER, Upkeep
 from ._writer import JOURNAL_KEY, Bundle, StageRows, Writer
 from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError
 
@@ -45,10 +46,6 @@ DEFAULT_PATH = "footprint.duckdb"
 # of 8 sessions: 'failed to allocate data of size 10.3 MiB (53.2 MiB/61.0 MiB used)'); 512 MB bounds
 # the cache and leaves checkpoints room (DuckDB evicts unpinned blocks long before the limit).
 DEFAULT_MEMORY_LIMIT = "512MB"
-# DuckDB checkpoints (folds its write-ahead log into the file) when the log reaches this size. Each
-# checkpoint rewrites the tables' unfinished row groups and frees the old blocks: at DuckDB's default
-# (16 MB) a recording's file was 17% bigger, for no measurable gain in speed.
-CHECKPOINT_THRESHOLD = "16MB"
 _SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|KiB|MB|MiB|GB|GiB|TB|TiB)\s*$", re.IGNORECASE)
 
 
@@ -107,7 +104,9 @@ class Store(RunReads):
         self._memory_limit = memory_limit
         self._closed = False
         self._lock = threading.Lock()
-        self._writer: Writer | None = None if read_only else Writer(con, path)
+        # checkpoints and cache trims (a writable file; an in-memory store has neither log nor cap)
+        self._upkeep = None if read_only or path == ":memory:" else Upkeep(con, path, memory_limit)
+        self._writer: Writer | None = None if read_only else Writer(con, path, upkeep=self._upkeep)
         self._plain_rows: bool | None = None  # see _has_plain_rows
         self._journal: Journal | None = None  # made on the first sync-durable bundle
         self._journaled = journaled  # the last journal record the tables hold
@@ -160,8 +159,8 @@ class Store(RunReads):
                 con.close()
                 raise NotAStoreError(truncated_message(spath, reason))
         try:
-            if not read_only:
-                con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+            if not read_only and not in_memory:  # the store checkpoints itself (see tracer._upkeep)
+                con.execute(f"SET checkpoint_threshold = '{NEVER}'")
             created = cls._prepare(con, spath, read_only)  # before the cache is capped: a migration may need more
             journaled, replay = 0, list[Bundle | StageRows]()
             if not in_memory:
@@ -340,8 +339,30 @@ class Store(RunReads):
 
     @property
     def writer_stats(self) -> dict[str, int]:
-        """The writer's counters (batches, bundles, rows per table); empty when read-only."""
-        return self._writer.stats if self._writer is not None else {}
+        """The writer's counters (batches, bundles, rows per table), and the store's ``checkpoints``
+        and cache ``trims`` (see :meth:`committing`); empty when read-only."""
+        stats = self._writer.stats if self._writer is not None else {}
+        if self._upkeep is not None:
+            stats.update(checkpoints=self._upkeep.checkpoints, trims=self._upkeep.trims)
+        return stats
+
+    @contextmanager
+    def committing(self) -> Iterator[None]:
+        """Hold the store for one write transaction made on a cursor of this store (the host's session
+        store and agents repository write into the recordings file that way): the block's commit
+        cannot overlap a cache trim, and the store checkpoints and trims after it when due. Use it
+        around BEGIN ... COMMIT (or a single writing statement), not around another ``committing``
+        block. See :mod:`tracer._upkeep`."""
+        if self._upkeep is None:
+            yield
+        else:
+            with self._upkeep.committing():
+                yield
+
+    def reading(self) -> AbstractContextManager[None]:
+        """Hold the store for reads made on a cursor of this store: they cannot overlap a cache trim
+        (during which a read needing more memory than the trim leaves would fail)."""
+        return nullcontext() if self._upkeep is None else self._upkeep.reading()
 
     def close(self) -> None:
         """Flush, stop the writer and close the file."""
@@ -356,7 +377,11 @@ class Store(RunReads):
         try:
             if self._writer is not None:
                 self._writer.close()
-                self._con.execute("CHECKPOINT")
+                if self._upkeep is None:
+                    self._con.execute("CHECKPOINT")
+                else:
+                    with self._upkeep.lock.exclusive():  # (a session store may still be committing)
+                        self._con.execute("CHECKPOINT")
         finally:
             self._con.close()
             _open_stores.discard(self)
@@ -430,7 +455,8 @@ class Store(RunReads):
         """Run a read-only SQL query against the store's views and return the rows."""
         cur = self.cursor()
         try:
-            return cur.execute(sql, list(params)).fetchall()
+            with self.reading():
+                return cur.execute(sql, list(params)).fetchall()
         finally:
             cur.close()
 
@@ -451,9 +477,10 @@ class Store(RunReads):
             raise StoreError(f"only read-only queries (SELECT) may run here, not {kind.name}")
         cur = self.cursor()
         try:
-            cur.execute(sql, list(params))
-            columns = [d[0] for d in cur.description or []]
-            return columns, cur.fetchall()
+            with self.reading():
+                cur.execute(sql, list(params))
+                columns = [d[0] for d in cur.description or []]
+                return columns, cur.fetchall()
         except duckdb.Error as exc:
             raise StoreError(f"the query failed on {self.path}: {exc}") from exc
         finally:

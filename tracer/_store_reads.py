@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -62,6 +63,7 @@ class RunReads:
         def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
         def get_run(self, run_id: str) -> Run: ...
         def _has_plain_rows(self) -> bool: ...
+        def reading(self) -> AbstractContextManager[None]: ...
 
     def load_run(self, run_id: str, *, snapshots: Iterable[str] | None = None) -> RunData:
         """Everything recorded about one run.
@@ -80,12 +82,13 @@ class RunReads:
         loaded = {run_id: data}
         cur = self.cursor()
         try:
-            self._read_outline(cur, loaded, ONE_RUN, [run_id, run_id])
-            _refuse_unknown_stages(run_id, wanted, {s.id for s in data.stages})
-            if wanted:
-                data.inputs = self._read_snapshots(
-                    cur, f"{ONE_RUN} AND stage_id IN (SELECT unnest(?))", [run_id, run_id, wanted]
-                ).get(run_id, {})
+            with self.reading():
+                self._read_outline(cur, loaded, ONE_RUN, [run_id, run_id])
+                _refuse_unknown_stages(run_id, wanted, {s.id for s in data.stages})
+                if wanted:
+                    data.inputs = self._read_snapshots(
+                        cur, f"{ONE_RUN} AND stage_id IN (SELECT unnest(?))", [run_id, run_id, wanted]
+                    ).get(run_id, {})
         finally:
             cur.close()
         hashes = {e.item_hash for es in data.inputs.values() for e in es}
@@ -109,17 +112,18 @@ class RunReads:
             return {}, {}
         cur = self.cursor()
         try:
-            params = [run_id, run_id, wanted]
-            outputs = cur.execute(
-                f"SELECT id, outputs FROM fp_stage WHERE {ONE_RUN} AND id IN (SELECT unnest(?))", params
-            ).fetchall()
-            _refuse_unknown_stages(run_id, wanted, {stage_id for stage_id, _ in outputs})
-            inputs = self._read_snapshots(cur, f"{ONE_RUN} AND stage_id IN (SELECT unnest(?))", params).get(run_id, {})
-            hashes = {h for (_, packed) in outputs for h in unpack_hashes(packed or "")}
-            if self._has_plain_rows():
-                hashes.update(r[0] for r in cur.execute(
-                    f"SELECT item_hash FROM fp_output WHERE {ONE_RUN} AND stage_id IN (SELECT unnest(?))", params
-                ).fetchall())
+            with self.reading():
+                params = [run_id, run_id, wanted]
+                outputs = cur.execute(
+                    f"SELECT id, outputs FROM fp_stage WHERE {ONE_RUN} AND id IN (SELECT unnest(?))", params
+                ).fetchall()
+                _refuse_unknown_stages(run_id, wanted, {stage_id for stage_id, _ in outputs})
+                inputs = self._read_snapshots(cur, f"{ONE_RUN} AND stage_id IN (SELECT unnest(?))", params).get(run_id, {})
+                hashes = {h for (_, packed) in outputs for h in unpack_hashes(packed or "")}
+                if self._has_plain_rows():
+                    hashes.update(r[0] for r in cur.execute(
+                        f"SELECT item_hash FROM fp_output WHERE {ONE_RUN} AND stage_id IN (SELECT unnest(?))", params
+                    ).fetchall())
         finally:
             cur.close()
         hashes.update(e.item_hash for es in inputs.values() for e in es)
@@ -236,9 +240,10 @@ class RunReads:
         loaded = {i: RunData(run=runs[i], stages=[], edges=[]) for i in ids}
         cur = self.cursor()
         try:
-            self._read_outline(cur, loaded, where, params)
-            for run_id, inputs in self._read_snapshots(cur, where, params).items():
-                loaded[run_id].inputs = inputs
+            with self.reading():
+                self._read_outline(cur, loaded, where, params)
+                for run_id, inputs in self._read_snapshots(cur, where, params).items():
+                    loaded[run_id].inputs = inputs
         finally:
             cur.close()
         wanted = {e.item_hash for d in loaded.values() for es in d.inputs.values() for e in es}

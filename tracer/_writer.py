@@ -21,11 +21,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from .errors import StoreError
+
+if TYPE_CHECKING:
+    from ._upkeep import Upkeep
 
 # Separators of the packed encoding. Control characters that no id, hash or kind contains; any
 # other value is checked before it is packed.
@@ -291,8 +295,10 @@ class Writer:
         batch: int = 2048,
         linger: float = 0.5,
         on_error: Callable[[BaseException], None] | None = None,
+        upkeep: Upkeep | None = None,
     ) -> None:
         self._con = con
+        self._upkeep = upkeep  # its lock around each transaction; its checkpoint and trim after
         self._path = path
         self._pending: deque[Any] = deque()
         self._wake = threading.Event()  # set: something is queued, or a flush or the stop waits
@@ -460,6 +466,8 @@ class Writer:
             self._transaction(tables, run_ends, journaled, ignore_known_items=True)
         if journaled and self.on_applied is not None:
             self.on_applied(journaled)
+        if self._upkeep is not None:
+            self._upkeep.after_commit()
         if len(self._known) > _KNOWN_ITEMS:
             self._known.clear()
         self._known.update(dict.fromkeys(row[0] for row in tables.get("fp_item", ())))
@@ -479,6 +487,17 @@ class Writer:
         ignore_known_items: bool,
     ) -> None:
         con = self._con
+        with self._upkeep.lock.shared() if self._upkeep is not None else nullcontext():
+            self._transaction_rows(con, tables, run_ends, journaled, ignore_known_items)
+
+    def _transaction_rows(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        tables: dict[str, list[tuple[Any, ...]]],
+        run_ends: list[tuple[Any, ...]],
+        journaled: int,
+        ignore_known_items: bool,
+    ) -> None:
         con.execute("BEGIN TRANSACTION")
         try:
             for table in _INSERT_ORDER:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from typing import Any
 
 import duckdb
@@ -36,6 +37,7 @@ class DuckDBAgents(SqlAgents):
             raise ValueError("DuckDBAgents needs exactly one of `store` (the recordings store) or `path`")
         super().__init__(check_sql_name("table", table), check_sql_name("memory table", memory_table))
         self.location = store.path if store is not None else str(path)
+        self._store = store
         self._owned: duckdb.DuckDBPyConnection | None = None
         try:
             if store is not None:
@@ -56,9 +58,10 @@ class DuckDBAgents(SqlAgents):
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._run, sql, list(params))
 
     def _run(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-        try:
-            cursor = self._con.execute(sql, params)
-            return cursor.fetchall() if cursor.description else []
+        try:  # in the recordings file, a write must not overlap the recordings store's cache trim
+            with self._store.committing() if self._store is not None else nullcontext():
+                cursor = self._con.execute(sql, params)
+                return cursor.fetchall() if cursor.description else []
         except duckdb.Error as exc:
             raise AgentStoreError(f"the agents repository in {self.location} failed: {exc}") from exc
 

@@ -21,6 +21,7 @@ import asyncio
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 import duckdb
@@ -165,25 +166,34 @@ class DuckDBPersistence(StoredPersistence):
             raise SessionStoreError(f"the session store in {self.location} is closed")
         try:
             executor = self._read_executor if read else self._executor
+            if read and self._store is not None:  # a read must not overlap the recordings store's cache trim
+                return await asyncio.get_running_loop().run_in_executor(executor, self._reading, fn, *args)
             return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
         except duckdb.Error as exc:
             raise SessionStoreError(f"the session store in {self.location} failed: {exc}") from exc
+
+    def _reading(self, fn: Callable[..., T], *args: Any) -> T:
+        assert self._store is not None
+        with self._store.reading():
+            return fn(*args)
 
     async def _write(self, batch: list[WriteSet]) -> dict[int, VersionConflictError]:
         return await self._run(self._write_batch, batch)
 
     def _write_batch(self, batch: list[WriteSet]) -> dict[int, VersionConflictError]:
         con = self._con
-        con.execute("BEGIN TRANSACTION")
-        try:
-            conflicts = self._apply(batch)
-            con.execute("COMMIT")
-        except BaseException:
+        # in the recordings file, the commit must not overlap the recordings store's cache trim
+        with self._store.committing() if self._store is not None else nullcontext():
+            con.execute("BEGIN TRANSACTION")
             try:
-                con.execute("ROLLBACK")
-            except duckdb.Error:
-                pass  # (an invalidated database has no transaction to roll back)
-            raise
+                conflicts = self._apply(batch)
+                con.execute("COMMIT")
+            except BaseException:
+                try:
+                    con.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass  # (an invalidated database has no transaction to roll back)
+                raise
         return conflicts
 
     def _apply(self, batch: list[WriteSet]) -> dict[int, VersionConflictError]:

@@ -14,9 +14,11 @@ import asyncio
 import itertools
 from pathlib import Path
 
+import pytest
+
 from hosting import DuckDBSessions, standing_agent
 from tests.hosting.soakkit import message, soak_agent
-from tracer import Recorder, Store
+from tracer import Recorder, Store, _upkeep
 
 SESSIONS, TURNS, SIZE = 2, 200, 2048
 
@@ -45,13 +47,14 @@ def _stored_snapshot_entries(store: Store) -> int:
         "FROM fp_snapshot")[0][0])
 
 
-async def test_long_sessions_of_big_turns_are_all_answered_stored_and_grow_linearly(tmp_path: Path) -> None:
+async def test_long_sessions_of_big_turns_are_all_answered_stored_and_grow_linearly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "soak.duckdb"
+    # checkpoints (and cache trims) every 1 MB of DuckDB's log (the store's is 16 MB), so this small
+    # soak checkpoints about as often as the full one, under the default cap of DuckDB's memory: a
+    # checkpoint that cannot pin what it needs fails fatally (at a 64 MB cap the full soak died so)
+    monkeypatch.setattr(_upkeep, "CHECKPOINT_AT", 2**20)
     store = Store.open(path)
-    # checkpoints every 1 MB of DuckDB's log (the default is 16 MB), so this small soak checkpoints
-    # about as often as the full one, under the default cap of DuckDB's memory: a checkpoint that
-    # cannot pin what it needs fails fatally (at a 64 MB cap the full soak died so, at turn ~800 of 8)
-    store.query("SET checkpoint_threshold = '1MB'")
     sessions = DuckDBSessions(store)
     recorder = Recorder(store)
     host = standing_agent(agent_factory=lambda: soak_agent(recorder), sessions=sessions, durability="sync",
@@ -77,6 +80,8 @@ async def test_long_sessions_of_big_turns_are_all_answered_stored_and_grow_linea
         await host.close()
         store.close()
     assert failed == [], failed[:5]
+    upkeep = store.writer_stats  # the store checkpointed, and trimmed DuckDB's cache after each checkpoint
+    assert upkeep["checkpoints"] >= 5 and upkeep["trims"] >= 5, upkeep
 
     reopened = Store.open(path)
     again = DuckDBSessions(reopened)
