@@ -57,7 +57,7 @@ from ._serialize import (
     rundata_to_dict,
 )
 from ._store import DEFAULT_PATH, RunFilter, Store
-from ._why import DroppedItem, Evidence, EvidenceNode, RunSource, why
+from ._why import SHOWN_ABOVE, DroppedItem, Evidence, EvidenceNode, RunSource, why
 from .errors import (
     ExportError,
     FootprintError,
@@ -77,6 +77,7 @@ __all__ = [
     "PARENT_AGENT",
     "PARENT_RUN",
     "PARENT_STAGE",
+    "SHOWN_ABOVE",
     "ContextItem",
     "DiffEntry",
     "DroppedChange",

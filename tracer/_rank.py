@@ -56,14 +56,18 @@ class RankedItem:
     reasons: list[str] = field(default_factory=list)
     name: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form."""
-        return {
-            "item_hash": self.item_hash, "name": self.name, "kind": self.kind, "text": self.text,
-            "run_id": self.run_id, "position": self.position, "score": round(self.score, 4), "reasons": self.reasons,
-            "origin": {"kind": self.origin.kind, "run_id": self.origin.run_id, "stage_id": self.origin.stage_id,
-                       "source": self.origin.source},
-        }
+    def to_dict(self, texts: dict[str, str] | None = None) -> dict[str, Any]:
+        """A JSON-ready form. With ``texts``, the text goes there under the item's hash (once),
+        not into the entry (see :meth:`tracer.Evidence.to_dict`)."""
+        out: dict[str, Any] = {"item_hash": self.item_hash, "name": self.name, "kind": self.kind}
+        if texts is None:
+            out["text"] = self.text
+        else:
+            texts.setdefault(self.item_hash, self.text)
+        out.update(run_id=self.run_id, position=self.position, score=round(self.score, 4), reasons=self.reasons,
+                   origin={"kind": self.origin.kind, "run_id": self.origin.run_id, "stage_id": self.origin.stage_id,
+                           "source": self.origin.source})
+        return out
 
 
 def _values(text: str) -> set[str]:
@@ -87,7 +91,7 @@ def _candidates(evidence: Evidence) -> list[tuple[EvidenceNode, str | None]]:
         for child in node.children:
             if child.node == "stage":
                 walk(child, child.run_id if child.stage_kind == "inference" else sent_in)
-            elif not child.seen:  # the same content from another origin: listed once, its origin walked
+            elif child.node == "item" and not child.seen:  # the same content from another origin: listed once
                 if child.item_hash not in seen:
                     seen.add(child.item_hash)
                     out.append((child, sent_in))

@@ -29,7 +29,7 @@ from ._records import (
     StageKind,
 )
 from ._rundata import RunData
-from ._why import Evidence, EvidenceNode
+from ._why import SHOWN_ABOVE, Evidence, EvidenceNode
 
 _SPACES = re.compile(r"\s+")
 
@@ -304,6 +304,9 @@ def why_tree(evidence: Evidence, run_id: str, *, width: int = 100, names: dict[s
         return f"  [{name} {item_hash[:8]}]" if name else f"  [{item_hash[:8]}]"
 
     def item_line(node: EvidenceNode, depth: int) -> None:
+        if node.node == SHOWN_ABOVE:
+            lines.append(f"{'  ' * depth}({node.count} more items of this context, shown above)")
+            return
         stage = next((c for c in node.children if c.node == "stage"), None)
         role = node.item_kind or "?"
         pad = "  " * depth
@@ -319,7 +322,7 @@ def why_tree(evidence: Evidence, run_id: str, *, width: int = 100, names: dict[s
         note = f"  [{stage.note}]" if stage is not None and stage.note else ""
         lines.append(f"{pad}{role}  {text}  <- {arrow}{label(node.item_hash)}{note}")
         if stage is not None:
-            for child in stage.children:
+            for child in stage.shown():
                 item_line(child, depth + 1)
 
     root = evidence.root

@@ -19,6 +19,8 @@ from ._records import Item, Origin, OriginKind
 from ._rundata import RunData
 from .errors import NotFoundError
 
+SHOWN_ABOVE = "shown_above"
+
 
 class RunSource(Protocol):
     """Where `why` reads recordings from: a :class:`Store`, or the host's read API client."""
@@ -32,7 +34,7 @@ class RunSource(Protocol):
 class EvidenceNode:
     """A node of the evidence graph: an item (with the origin it had there) or a stage."""
 
-    node: str  # "item" | "stage"
+    node: str  # "item" | "stage" | "shown_above" (``count`` items shown above, as one node: see shown_above())
     run_id: str | None
     stage_id: str | None = None
     stage_kind: str | None = None
@@ -44,6 +46,11 @@ class EvidenceNode:
     seen: bool = False
     note: str | None = None  # a stage's own one-line account of itself (its ``why_note`` attribute)
     children: list[EvidenceNode] = field(default_factory=list)
+    count: int = 0  # a "shown_above" node's number of items
+
+    def shown(self) -> list[EvidenceNode]:
+        """The children as a tree shows them: each run of items shown above as one node (:func:`shown_above`)."""
+        return shown_above(self.children)
 
     def walk(self, depth: int = 0) -> Iterator[tuple[int, EvidenceNode]]:
         """Every node below and including this one, depth first, with its depth."""
@@ -51,10 +58,12 @@ class EvidenceNode:
         for child in self.children:
             yield from child.walk(depth + 1)
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form. An item node marked ``seen`` carries no ``text``: it is the text of the
-        first node with its ``item_hash`` (a long session mentions the same big messages thousands
-        of times)."""
+    def to_dict(self, texts: dict[str, str] | None = None) -> dict[str, Any]:
+        """A JSON-ready form. With ``texts``, an item node carries no ``text``: its text goes into
+        ``texts`` under its hash, once (:meth:`Evidence.to_dict` does that). A run of items shown
+        above (see :func:`shown_above`) is one ``{"node": "shown_above", "count": n}`` node."""
+        if self.node == SHOWN_ABOVE:
+            return {"node": SHOWN_ABOVE, "count": self.count}
         out: dict[str, Any] = {"node": self.node, "run_id": self.run_id}
         if self.node == "stage":
             out.update(stage_id=self.stage_id, stage_kind=self.stage_kind, stage_name=self.stage_name)
@@ -62,8 +71,11 @@ class EvidenceNode:
                 out["note"] = self.note
         else:
             out.update(item_hash=self.item_hash, item_kind=self.item_kind)
-            if not self.seen:
-                out["text"] = self.text
+            if texts is None:
+                if not self.seen:
+                    out["text"] = self.text
+            elif self.text is not None and self.item_hash is not None:
+                texts.setdefault(self.item_hash, self.text)
             if self.origin is not None:
                 out["origin"] = {
                     "kind": self.origin.kind, "run_id": self.origin.run_id,
@@ -72,8 +84,29 @@ class EvidenceNode:
         if self.seen:
             out["seen"] = True
         if self.children:
-            out["children"] = [c.to_dict() for c in self.children]
+            out["children"] = [c.to_dict(texts) for c in self.shown()]
         return out
+
+
+def shown_above(children: list[EvidenceNode]) -> list[EvidenceNode]:
+    """``children`` with each run of two or more items shown above (``seen``, not walked again) as
+    one ``shown_above`` node counting them: a stage of a long session received the whole
+    conversation, nearly all of it shown above, and listing each again made the tree (and
+    ``why --json``) grow with the square of the session's length."""
+    out: list[EvidenceNode] = []
+    run: list[EvidenceNode] = []
+    for child in [*children, None]:
+        if child is not None and child.node == "item" and child.seen and not child.children:
+            run.append(child)
+            continue
+        if len(run) > 1:
+            out.append(EvidenceNode(SHOWN_ABOVE, run[0].run_id, count=len(run)))
+        else:
+            out.extend(run)
+        run = []
+        if child is not None:
+            out.append(child)
+    return out
 
 
 @dataclass
@@ -107,13 +140,20 @@ class Evidence:
         return [n for _, n in self.root.walk() if n.node == "item" and not n.seen]
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form."""
+        """A JSON-ready form: the tree, what was left out of context, the runs walked, and ``texts``,
+        each item's text once under its hash (no node or entry carries a text of its own: a long
+        session names the same big messages thousands of times)."""
+        texts: dict[str, str] = {}
+        root = self.root.to_dict(texts)
+        for d in self.not_in_context:
+            texts.setdefault(d.item_hash, d.text)
         return {
-            "root": self.root.to_dict(),
+            "root": root,
+            "texts": texts,
             "not_in_context": [
                 {
                     "run_id": d.run_id, "stage_id": d.stage_id, "item_hash": d.item_hash,
-                    "item_kind": d.item_kind, "text": d.text, "dropped_by": d.dropped_by,
+                    "item_kind": d.item_kind, "dropped_by": d.dropped_by,
                     "origin": {"kind": d.origin.kind, "run_id": d.origin.run_id,
                                "stage_id": d.origin.stage_id, "source": d.origin.source},
                 }

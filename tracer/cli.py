@@ -181,7 +181,9 @@ def why_command(run: str, item: str | None, depth: int, order: str, show_all: bo
         verdicts = earlier_verdicts(store, run_id) if target is None else {}
     ranked = rank(evidence, names=names, verdicts=verdicts)
     if as_json:
-        _echo_json({**evidence.to_dict(), "ranked": [r.to_dict() for r in ranked]})
+        out = evidence.to_dict()
+        out["ranked"] = [r.to_dict(out["texts"]) for r in ranked]
+        _echo_json(out)
         return
     if order == "context" or target is not None:
         _echo_lines(why_tree(evidence, run_id, width=_width(), names=names))

@@ -10,7 +10,7 @@ from textual.message import Message
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from tracer import Evidence, EvidenceNode, OriginKind, one_line
+from tracer import SHOWN_ABOVE, Evidence, EvidenceNode, OriginKind, one_line
 
 from .._format import ORIGIN_COLOURS, STAGE_COLOURS, kind_label, short_id
 
@@ -22,6 +22,8 @@ def node_label(node: EvidenceNode, width: int = 40, home_run: str | None = None,
 
     An item shows its name (``memory:profile.home_city``) and its text cut to ``width`` with an ellipsis.
     """
+    if node.node == SHOWN_ABOVE:
+        return Text(f"({node.count} more items of this context, shown above)", style="dim italic")
     if node.node == "stage":
         label = Text()
         label.append("◆ ", style=STAGE_COLOURS.get(node.stage_kind or "", ""))
@@ -97,7 +99,7 @@ class EvidenceTree(Tree[EvidenceNode]):
         self.root.data = root
 
         def add(parent: TreeNode[EvidenceNode], node: EvidenceNode, depth: int) -> None:
-            for child in node.children:
+            for child in node.shown():  # a run of items shown above is one line
                 label = node_label(child, max(20, width - 4 * depth - 2), root.run_id, names.get(child.item_hash or ""))
                 if child.children:
                     branch = parent.add(label, data=child, expand=depth < _EXPAND_DEPTH)

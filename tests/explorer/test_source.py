@@ -9,7 +9,17 @@ from typing import Any
 import pytest
 
 from explorer import HostSource, RecordingSource, SourceError, StoreSource, evidence_from_dict
-from tracer import Evidence, RunData, RunFilter, Store, run_to_dict, rundata_to_dict, why
+from tracer import (
+    SHOWN_ABOVE,
+    Evidence,
+    EvidenceNode,
+    RunData,
+    RunFilter,
+    Store,
+    run_to_dict,
+    rundata_to_dict,
+    why,
+)
 
 ALL = RunFilter()
 
@@ -87,9 +97,13 @@ def test_evidence_survives_its_json_form(store: Store, wrong_run: str) -> None:
     back = evidence_from_dict(evidence.to_dict())
     assert isinstance(back, Evidence)
     assert back.to_dict() == evidence.to_dict()
-    walked, sent = list(evidence.root.walk()), list(back.root.walk())
-    assert any(n.seen and n.node == "item" for _, n in walked)
-    assert [n.text for _, n in sent] == [n.text for _, n in walked], "a node walked above gets its text back"
+    def shown(node: EvidenceNode) -> list[EvidenceNode]:  # the tree as it is shown (and sent)
+        return [node, *(n for c in node.shown() for n in shown(c))]
+
+    walked, sent = shown(evidence.root), list(n for _, n in back.root.walk())
+    assert any(n.seen and n.node == "item" for n in walked)
+    assert any(n.node == SHOWN_ABOVE and n.count > 1 for n in sent), "a run of items shown above is one node"
+    assert [n.text for n in sent] == [n.text for n in walked], "a node walked above gets its text back"
     def nodes(d: dict[str, Any]) -> list[dict[str, Any]]:
         return [d, *(n for c in d.get("children", []) for n in nodes(c))]
 

@@ -149,14 +149,16 @@ def test_why_prints_the_evidence_tree(db: str) -> None:
 def test_why_json_and_depth(db: str) -> None:
     second = _run_ids(db)[1]
     data = json.loads(_invoke("why", second, "--db", db, "--json").output)
-    assert data["root"]["text"] == "Berlin is sunny; I do not know Paris." and len(data["runs"]) == 2
+    texts = data["texts"]  # each item's text once, under its hash: no node or entry carries one
+    assert texts[data["root"]["item_hash"]] == "Berlin is sunny; I do not know Paris." and len(data["runs"]) == 2
+    assert "text" not in data["root"] and all("text" not in r for r in data["ranked"])
     shallow = _invoke("why", second, "--db", db, "--depth", "1", "--order", "context").output
     assert "The user lives in Berlin." not in shallow
     ranked = data["ranked"]
     assert ranked[0]["score"] >= ranked[-1]["score"] and all(r["name"] for r in ranked if r["run_id"] == second)
     assert len({r["item_hash"] for r in ranked}) == len(ranked)  # each item once
     # the answer asserts Berlin: the fact holding it ranks above the coffee-free context
-    first = next(r for r in ranked if "Berlin" in r["text"])
+    first = next(r for r in ranked if "Berlin" in texts[r["item_hash"]])
     assert ranked.index(first) < 3 and any("Berlin" in reason or "berlin" in reason for reason in first["reasons"])
     text = _invoke("why", second, "--db", db).output
     assert "most likely first" in text and first["name"] in text
@@ -278,3 +280,48 @@ def test_one_line_of_a_long_text_measures_only_its_start(text: str, width: int) 
     else:  # the longest start that leaves a column for the ellipsis
         expected = flat[:max(k for k in range(len(flat) + 1) if cells(flat[:k]) <= width - 1)] + "…"
     assert one_line(text, width) == expected
+
+
+def _long_session(path: Path, turns: int) -> None:
+    """One session of ``turns`` runs: each sends a window over the conversation (the last 60
+    messages; what fell out before them left out by ``memory_window``) and answers."""
+    with Store.open(path) as store:
+        recorder = Recorder(store)
+        system = ContextItem(Item.of_text("system", "Be brief."), Origin("config", source="persona"))
+        messages: list[ContextItem] = []
+        for turn in range(turns):
+            text = f"turn {turn}: " + " ".join(f"w{turn * 7 + n}" for n in range(150))  # ~1 KB, its own
+            run = recorder.start_run(agent="a", input=text, session_id="long")
+            with run.stage("input", "user message") as given:
+                messages.append(given.output(Item.of_text("user", text), origin_kind="user", source="input"))
+            with run.stage("inference", "turn 1", after=[given]) as inference:
+                start = max(0, len(messages) - 60)
+                inference.inputs([system, *messages[start:]], dropped=[(m, "memory_window") for m in messages[:start]])
+                answer = inference.output(Item.of_text("assistant", f"noted {turn}"))
+            messages.append(answer)
+            with run.stage("answer", after=[inference]) as final:
+                final.inputs([answer])
+                final.output(answer.item)
+            run.end("answered", output=answer.text)
+
+
+def test_why_json_of_a_long_session_carries_each_text_once_and_grows_with_it(tmp_path: Path) -> None:
+    # every run's inference received the whole window, nearly all of it walked above, and each such
+    # item was a node of its own, in every stage that received it: `why --json` grew with the square
+    # of the session (63 MB on a long one; here ~19.7 KB per distinct item beyond its text at 120
+    # turns, 4.8 MB in all, now ~1.9 KB: a run of items shown above is one node, each text is once
+    # in "texts")
+    for turns in (60, 120):
+        path = tmp_path / f"long{turns}.duckdb"
+        _long_session(path, turns)
+        out = _invoke("why", "last", "--db", str(path), "--json").output
+        data = json.loads(out)
+        texts = data["texts"]
+        assert len(texts) > 2 * turns  # the walk reached every message of the session
+        assert all(r["item_hash"] in texts and "text" not in r for r in data["ranked"])
+        distinct = sum(len(t.encode()) for t in texts.values())
+        beyond = (len(out.encode()) - distinct) / len(texts)  # bytes per distinct item beyond its text
+        assert beyond < 2500, (turns, beyond)
+        # and the human tree stays readable: a run of items shown above is one line
+        tree = _invoke("why", "last", "--db", str(path), "--order", "context").output.splitlines()
+        assert len(tree) < 6 * turns and any("more items of this context, shown above" in line for line in tree)
