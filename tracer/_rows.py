@@ -78,7 +78,8 @@ class _ChainEnd:
     stage_id: str
     log: list[str]  # the chain's log: every conversation entry its rows added, in order
     low: int  # the last snapshot's conversation is log[low:]
-    # what the last snapshot left out, when it is log[left_at:left_at + len(left)], each left out by left_by
+    # what the last snapshots left out, when it is log[left_at:left_at + len(left)], each left out by
+    # left_by (a row that lists only what fell out since adds its list; one that leaves nothing out keeps it)
     left: list[ContextItem] | None = None
     left_at: int = 0
     left_by: str | None = None
@@ -272,22 +273,26 @@ class SnapshotPacker:
         if i < 0:
             return None
         log_start, low, added = _extend(end, middle, i)
-        at = self._left_in_log(end, left_items, bundle)
+        at, remembered_at, remembered = self._left_in_log(end, left_items, bundle)
         if at < 0:
             del end.log[log_start:]  # as it was: _place links the row
             return None
         self._link(key, end, stage_id, low)
-        self._remember_left(end, left_items, at, reason)
+        self._remember_left(end, remembered, remembered_at, reason)
         return (end.chain, end.link, log_start, low, at, at + len(left_items), reason), added, head, stop
 
-    def _left_in_log(self, end: _ChainEnd, left_items: list[ContextItem], bundle: Bundle | StageRows) -> int:
-        """Where ``left_items`` lie in the chain's log; -1 when not found cheaply.
+    def _left_in_log(
+        self, end: _ChainEnd, left_items: list[ContextItem], bundle: Bundle | StageRows
+    ) -> tuple[int, int, list[ContextItem]]:
+        """Where ``left_items`` lie in the chain's log (-1 when not found cheaply), and the part of
+        the log left out to remember for the next row: where it starts, and its items.
 
-        The last row left out ``end.left`` from ``end.left_at`` on. When this one's list begins
+        The last rows left out ``end.left`` from ``end.left_at`` on. When this one's list begins
         with those very items (compared by identity: an edit, a rewind or a reload from a store
         makes new ones), only the rest is packed and compared with the log after them. Else (the
         list is what fell out since the last one's, see ``dropped_since``) it is looked for right
-        after the last one's.
+        after the last one's, and what is remembered is both lists: the next run lists the whole
+        of it again, and finds it so without packing it again.
         """
         previous = end.left
         assert previous is not None
@@ -295,12 +300,14 @@ class SnapshotPacker:
         if len(left_items) >= kept and left_items[kept - 1] is previous[-1] \
                 and all(map(operator.is_, previous, left_items)):
             at, rest = end.left_at, left_items[kept:]
+            remembered_at, remembered = at, left_items
         else:
-            at, rest, kept = end.left_at + kept, left_items, 0
+            at, rest = end.left_at + kept, left_items
+            remembered_at, remembered, kept = end.left_at, [*previous, *left_items], 0
         new = self._packed(rest, bundle)
-        if "" in new:
-            return -1
-        return at if end.log[at + kept:at + kept + len(new)] == new else -1
+        if "" in new or end.log[at + kept:at + kept + len(new)] != new:
+            return -1, 0, []
+        return at, remembered_at, remembered
 
     @staticmethod
     def _remember_left(end: _ChainEnd, left_items: list[ContextItem], at: int, reason: str | None) -> None:
@@ -331,7 +338,11 @@ class SnapshotPacker:
                 log_start, low, added = _extend(end, middle, i)
                 self._link(key, end, stage_id, low)
                 if one_reason is None:
-                    end.left = None
+                    if left:  # (several reasons: not a part of the log)
+                        end.left = None
+                    # else it left nothing out (a call after a tool's that nothing more fell out of):
+                    # what the rows before it left out still lies in the log (it only grows), and
+                    # the next run's list begins with it
                     return (end.chain, end.link, log_start, low, 0, 0, None), added
                 at = _find(end.log, left)
                 self._remember_left(end, left_items, at, one_reason)

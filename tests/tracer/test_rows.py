@@ -7,14 +7,18 @@ Every test records through the real recorder and reads back through both readers
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracer import ContextItem, Item, Origin, Recorder, Store
 from tracer._journal import decode_bundle, encode_bundle
+from tracer._rows import SnapshotPacker
 from tracer._writer import StageRows
 
 Expected = list[tuple[str, str, str | None, str | None, str | None, bool, str | None]]
@@ -67,7 +71,10 @@ class _Session:
         self.sent: dict[str, tuple[str, Expected]] = {}
 
     def turn(self, text: str, *, window: int | None, tool: bool = False, dropped_by: str = "memory_window",
-             extra_dropped: list[tuple[ContextItem, str]] | None = None, left_from: int = 0) -> None:
+             extra_dropped: list[tuple[ContextItem, str]] | None = None, left_from: int = 0,
+             since: bool = False) -> None:
+        """One run; ``since``: a tool turn's second call lists only what fell out since its first
+        (as the agent's loop does, naming the first by ``dropped_since``)."""
         run = self.recorder.start_run(agent="a", input=text, session_id=self.name)
         with run.stage("prompt", "compose") as prompt:
             system = [prompt.output(Item.of_text("prompt_section", "be brief"), origin_kind="prompt_section",
@@ -76,10 +83,14 @@ class _Session:
             self.messages.append(given_input.output(Item.of_text("user", text), origin_kind="user", source="input"))
         tail = [ContextItem(Item.of_text("tool_definition", "lookup"), Origin("config", source="tool:lookup"))]
         calls = 2 if tool else 1
+        left_before = 0  # where the run's last call's window began
         for call in range(calls):
             start = 0 if window is None else max(0, len(self.messages) - window)
             items = [*system, *self.messages[start:], *tail]
             dropped = [(m, dropped_by) for m in self.messages[left_from:start]] + (extra_dropped or [])
+            if since and call:
+                dropped = [(m, dropped_by) for m in self.messages[left_before:start]]
+            left_before = start
             with run.stage("inference", f"call {call}") as inference:
                 inference.inputs(items, dropped=dropped)
                 if tool and call == 0:
@@ -171,6 +182,40 @@ def test_a_window_sliding_on_is_told_from_an_edit_a_reload_and_a_list_of_what_fe
     session.turn("whole again", window=8)
     store.flush()
     _assert_read_back(store, session.sent)
+    store.close()
+
+
+def test_a_run_after_a_tool_turn_packs_only_what_is_new_however_long_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tool turn's second call lists only what fell out since its first, or nothing; the next run
+    lists the whole of what the window left out again. It is found in the chain's log by identity,
+    not packed again: the entries packed per turn do not grow with the session (they did: every run
+    after a tool turn packed and searched the whole left-out history)."""
+    packed: list[int] = []
+    pack = SnapshotPacker._packed
+
+    def counted(self: SnapshotPacker, items: Sequence[ContextItem], bundle: Any) -> list[str]:
+        packed.append(len(items))
+        return pack(self, items, bundle)
+
+    monkeypatch.setattr(SnapshotPacker, "_packed", counted)
+    store = Store.open(tmp_path / "s.duckdb")
+    session = _Session(Recorder(store), "s")
+    per_turn: list[int] = []
+    for turn in range(240):
+        before = sum(packed)
+        # every third turn calls a tool; the window holds 10 messages, so a tool's call and result
+        # push some out between a tool turn's two calls in some turns and none in others
+        session.turn(f"turn {turn}", window=10 + turn % 2, tool=turn % 3 == 2, since=True)
+        per_turn.append(sum(packed) - before)
+    store.flush()
+    early, late = per_turn[40:80], per_turn[200:240]
+    # a turn packs its prompt, its window and its tools (~16 entries a call): not the ~700 messages left out
+    assert max(late) <= max(early) + 4, (max(early), max(late))
+    assert sum(late) <= sum(early) + 40, (sum(early), sum(late))
+    stages = list(session.sent)
+    _assert_read_back(store, {s: session.sent[s] for s in stages[::10] + stages[-6:]})
     store.close()
 
 
