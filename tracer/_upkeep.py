@@ -32,7 +32,7 @@ CHECKPOINT_AT = 16 * 2**20
 #: What DuckDB's own checkpoint threshold is set to: never reached, the store checkpoints itself.
 NEVER = "1000GB"
 #: The memory limit a trim lowers DuckDB's to for a moment: the cache it keeps after a checkpoint.
-TRIM_TO = "32MB"
+TRIM_TO = "8MB"
 #: How long a trim (or a checkpoint DuckDB refused beside other write transactions) waits for the
 #: commits and reads under way to end; then it is left to the next checkpoint.
 WAIT = 0.5

@@ -39,10 +39,11 @@ class KeyValue:
             )
         cur = self.store.cursor()
         try:
-            cur.execute(
-                f"CREATE TABLE IF NOT EXISTS {TABLE} (namespace VARCHAR, key VARCHAR, value VARCHAR, "
-                f"updated_at DOUBLE, PRIMARY KEY (namespace, key))"
-            )
+            with self.store.committing():  # must not overlap a cache trim (tracer._upkeep)
+                cur.execute(
+                    f"CREATE TABLE IF NOT EXISTS {TABLE} (namespace VARCHAR, key VARCHAR, value VARCHAR, "
+                    f"updated_at DOUBLE, PRIMARY KEY (namespace, key))"
+                )
         finally:
             cur.close()
         self._ready = True
@@ -66,10 +67,11 @@ class KeyValue:
         self._ensure()
         cur = self.store.cursor()
         try:
-            cur.execute(
-                f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?)",
-                [namespace, key, json.dumps(value, ensure_ascii=False), time.time()],
-            )
+            with self.store.committing():  # must not overlap a cache trim (tracer._upkeep)
+                cur.execute(
+                    f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?)",
+                    [namespace, key, json.dumps(value, ensure_ascii=False), time.time()],
+                )
         finally:
             cur.close()
 
@@ -80,7 +82,8 @@ class KeyValue:
         self._ensure()
         cur = self.store.cursor()
         try:
-            cur.execute(f"DELETE FROM {TABLE} WHERE namespace = ? AND key = ?", [namespace, key])
+            with self.store.committing():  # must not overlap a cache trim (tracer._upkeep)
+                cur.execute(f"DELETE FROM {TABLE} WHERE namespace = ? AND key = ?", [namespace, key])
         finally:
             cur.close()
         return True
