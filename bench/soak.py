@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -64,9 +65,10 @@ class Outcome:
     done_at: list[float] = field(default_factory=list)  # when each answered turn came back
     rss_at_10: int = 0
     rss_end: int = 0
-    # the host's CPU seconds (all its threads) at the start, at 10%, at 90% and at the end of the
-    # turns: CPU per turn moves with the machine's load much less than turns per second do
-    cpu_marks: list[float] = field(default_factory=list)
+    # the host's CPU seconds at the start, at every tenth of the turns and at the end, of all its
+    # threads and of its main thread (the event loop: the Python side of a turn): CPU per turn
+    # moves with the machine's load much less than turns per second do
+    cpu_marks: list[tuple[float, float]] = field(default_factory=list)
     journal_end: int = 0  # the sync journal's bytes at the end, the host still running
     bytes_first: float = 0.0
     bytes_last: float = 0.0
@@ -78,9 +80,13 @@ class Outcome:
     memory: dict[str, Any] = field(default_factory=dict)
 
 
-def _cpu(pid: int) -> float:
-    """The process's user + system CPU seconds."""
-    with open(f"/proc/{pid}/stat") as f:
+def _cpu(pid: int) -> tuple[float, float]:
+    """The process's user + system CPU seconds (all its threads), and its main thread's."""
+    return _cpu_of(f"/proc/{pid}/stat"), _cpu_of(f"/proc/{pid}/task/{pid}/stat")
+
+
+def _cpu_of(path: str) -> float:
+    with open(path) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -140,13 +146,13 @@ async def _drive(url: str, pid: int, sessions: int, turns: int, outcome: Outcome
                     outcome.failed.append(f"session {n} turn {t}: {type(exc).__name__}: {exc}")
                     continue
                 outcome.done_at.append(time.perf_counter())
-                if len(outcome.done_at) == tenth + 1:  # (done_at starts with the clock's start)
-                    outcome.rss_at_10 = _rss(pid)
+                done = len(outcome.done_at) - 1  # (done_at starts with the clock's start)
+                if done % tenth == 0 and done < total:  # at every tenth of the turns (the end follows)
                     outcome.cpu_marks.append(_cpu(pid))
-                    if breakdown is not None:
-                        outcome.memory_at_10 = await asyncio.to_thread(breakdown)
-                elif len(outcome.done_at) == total - tenth + 1:
-                    outcome.cpu_marks.append(_cpu(pid))
+                    if done == tenth:
+                        outcome.rss_at_10 = _rss(pid)
+                        if breakdown is not None:
+                            outcome.memory_at_10 = await asyncio.to_thread(breakdown)
 
         started = time.perf_counter()
         outcome.done_at.append(started)  # the clock's start (removed below)
@@ -274,15 +280,19 @@ def report(o: Outcome) -> dict[str, Any]:
     n = len(o.done_at)
     tenth = max(2, n // 10)
     first, last = _rate(o.done_at, slice(0, tenth)), _rate(o.done_at, slice(n - tenth, n))
-    cpu_first = cpu_last = None
-    if len(o.cpu_marks) == 4 and n:  # the host's CPU ms per turn over the first and the last 10% of the turns
-        cpu_first = round(1000 * (o.cpu_marks[1] - o.cpu_marks[0]) / max(1, n // 10), 2)
-        cpu_last = round(1000 * (o.cpu_marks[3] - o.cpu_marks[2]) / max(1, n // 10), 2)
+    # the host's CPU ms per turn in each tenth of the turns, all threads and the main thread
+    pairs = list(itertools.pairwise(o.cpu_marks)) if n else []
+    cpu = [round(1000 * (b[0] - a[0]) / max(1, n // 10), 2) for a, b in pairs]
+    main = [round(1000 * (b[1] - a[1]) / max(1, n // 10), 2) for a, b in pairs]
+    cpu_first, cpu_last = (cpu[0], cpu[-1]) if len(cpu) == 10 else (None, None)
+    main_first, main_last = (main[0], main[-1]) if len(main) == 10 else (None, None)
     return {
         "store": o.store, "answered": o.turns, "failed": len(o.failed), "seconds": round(o.seconds, 1),
         "turns_per_s_first_10pct": round(first, 1), "turns_per_s_last_10pct": round(last, 1),
         "throughput_ratio": round(last / first, 2) if first else None,
         "host_cpu_ms_per_turn_first_10pct": cpu_first, "host_cpu_ms_per_turn_last_10pct": cpu_last,
+        "main_thread_cpu_ms_per_turn_first_10pct": main_first, "main_thread_cpu_ms_per_turn_last_10pct": main_last,
+        "host_cpu_ms_per_turn_by_tenth": cpu, "main_thread_cpu_ms_per_turn_by_tenth": main,
         "rss_mb_at_10pct": round(o.rss_at_10 / 2**20, 1), "rss_mb_end": round(o.rss_end / 2**20, 1),
         "rss_ratio": round(o.rss_end / o.rss_at_10, 2) if o.rss_at_10 else None,
         "journal_mb_end": round(o.journal_end / 2**20, 1),
@@ -334,7 +344,10 @@ def main() -> int:
                 print(f"{store}: {r['answered']} answered, {r['failed']} failed in {r['seconds']} s; "
                       f"turns/s first 10% {r['turns_per_s_first_10pct']}, last 10% {r['turns_per_s_last_10pct']} "
                       f"(ratio {r['throughput_ratio']}, target >= 0.8); host CPU ms/turn first 10% "
-                      f"{r['host_cpu_ms_per_turn_first_10pct']}, last 10% {r['host_cpu_ms_per_turn_last_10pct']}; "
+                      f"{r['host_cpu_ms_per_turn_first_10pct']}, last 10% {r['host_cpu_ms_per_turn_last_10pct']} "
+                      f"(its main thread {r['main_thread_cpu_ms_per_turn_first_10pct']} -> "
+                      f"{r['main_thread_cpu_ms_per_turn_last_10pct']}; by tenth, all threads "
+                      f"{r['host_cpu_ms_per_turn_by_tenth']}, the main thread {r['main_thread_cpu_ms_per_turn_by_tenth']}); "
                       f"RSS {r['rss_mb_at_10pct']} MB at 10%, "
                       f"{r['rss_mb_end']} MB at the end (ratio {r['rss_ratio']}, target <= 1.2); journal "
                       f"{r['journal_mb_end']} MB at the end; stored bytes/turn "
