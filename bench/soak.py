@@ -15,8 +15,11 @@ turns one after another, all sessions at once. It prints, per store:
 * stored bytes per turn in the first and the last 10% of each session's turns, read back from
   the session records after the host stopped (target: flat, not growing with the session);
 * failed requests (target: 0), and whether every answered turn was stored, once;
-* the host's CPU milliseconds per turn (all its threads) over the first and the last 10%: on a
-  shared machine it moves with the load far less than turns per second do;
+* the host's CPU milliseconds per turn over the first and the last 10%, and in each tenth of the
+  turns, of all its threads and of its main thread (the event loop: the host's Python side of a
+  turn): on a shared machine it moves with the load far less than turns per second do, and the
+  tenths tell work that grows with the session from the memory window filling up (about the
+  first 150 turns of a session);
 * with ``--memory``, where the host's memory is at the end: DuckDB's (``duckdb_memory()`` by tag),
   the Python heap by package (tracemalloc, which slows the host: compare throughput without it)
   and what glibc's malloc holds free (see tests/hosting/soakkit.py ``memory_breakdown``).
