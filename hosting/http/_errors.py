@@ -101,6 +101,9 @@ def install_error_handlers(app: FastAPI) -> None:
             return JSONResponse(error_body("invalid_json", f"the request body is not valid JSON: it is not UTF-8 "
                                            f"(byte 0x{cause.object[cause.start]:02x} at position {cause.start})"),
                                 status_code=400)
+        if isinstance(cause, RecursionError):  # the parser gave up on arrays or objects nested this deep
+            return JSONResponse(error_body("invalid_json", "the request body is not valid JSON here: it is nested too "
+                                           "deeply to parse"), status_code=400)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         headers = dict(exc.headers or {})
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers)

@@ -132,6 +132,8 @@ async def test_a_refused_stream_is_a_plain_json_error(client: httpx.AsyncClient,
     [
         ('{"message": "hi"', "invalid_json", "not valid JSON"),
         (b'{"message": "caf\xe9"}', "invalid_json", "not UTF-8 (byte 0xe9 at position 16)"),
+        pytest.param('{"message": "hi", "decision": ' + "[" * 1_000 + "]" * 1_000 + "}", "invalid_json",
+                     "nested too deeply", id="nested-1000-deep"),
         ("[1, 2]", "invalid_request", "the body must be a JSON object, not an array"),
         ("null", "invalid_request", "the body must be a JSON object, not null"),
         ("", "invalid_request", "the request needs a JSON object body"),
