@@ -28,7 +28,9 @@ DEFAULT_PATTERNS = (
     r"sk-[A-Za-z0-9_\-]{16,}",  # OpenAI-style secret keys
     r"(?i)bearer\s+[A-Za-z0-9._\-]{16,}",  # bearer tokens
     r"AKIA[0-9A-Z]{16}",  # AWS access key ids
-    r"(?i)passw(?:or)?d\s*[=:]\s*[^\s\"',;&]+",  # password=... / passwd: ... pasted into text (a config line, a URL query)
+    # password=... / passwd: ... pasted into text (a config line, a URL query), or a JSON or Python
+    # field ('"password": "..."'); a value already masked is left as it is (a JSON text keeps its shape)
+    r"(?i)passw(?:or)?d[\"']?\s*[=:]\s*(?:\"(?!\[REDACTED\]\")[^\"]*\"|'[^']*'|[^\s\"',;&]+)",
 )
 
 

@@ -23,7 +23,10 @@ from tracer.otel import spans_of
 
 API_KEY = "sk-" + "Zq9Xw8Vu7Ts6" * 3
 PASSWORD = "correct-horse-battery-staple"
-SECRETS = (API_KEY, PASSWORD)
+PASTED_PASSWORD = "tr0ub4dor-and-3"  # a JSON field pasted into a message: '{"password": "..."}'
+PROJECT_KEY = "sk-proj-" + "Ab3dEf6hIj9kLm2n" * 3
+BEARER = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abcdefghijklmnop"
+SECRETS = (API_KEY, PASSWORD, PASTED_PASSWORD, PROJECT_KEY, BEARER)
 
 
 def _answer(request: ModelRequest) -> Any:
@@ -73,7 +76,9 @@ async def test_no_secret_reaches_a_store_a_log_an_export_or_a_reply(tmp_path: Pa
     replies: list[str] = []
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://host") as client:
         for message in (f"my key is {API_KEY}, keep it", "log me in", "use the other key", "still there?",
-                        f"the database wants password={PASSWORD}"):
+                        f"the database wants password={PASSWORD}",
+                        f'my settings are {{"user": "ada", "password": "{PASTED_PASSWORD}"}}, key {PROJECT_KEY}',
+                        f"call it with Authorization: Bearer {BEARER} please"):
             reply = await client.post("/v1/turns", json={"message": message, "session_id": "ada"})
             replies.append(reply.text)
         failed = json.loads(replies[2])

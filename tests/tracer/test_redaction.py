@@ -28,6 +28,11 @@ def test_key_pattern_and_hook_rules() -> None:
     assert policy.text("login with PASSWORD=hunter2hunter2, then password: s3cr3t; url ?passwd=x&u=1") == \
         f"login with {MASK}, then {MASK}; url ?{MASK}&u=1"
     assert policy.text("the password is long") == "the password is long"  # no value given: nothing to mask
+    # a JSON field pasted into a message (the text as a whole is not JSON): the quoted value goes
+    assert policy.text('my settings: {"user": "ada", "Password" : "hunter 2"} ok') == \
+        f'my settings: {{"user": "ada", "{MASK}}} ok'
+    assert policy.text("config {'passwd': 'x y'}") == f"config {{'{MASK}}}"
+    assert policy.text('{"password": "x"}') == f'{{"password": "{MASK}"}}'  # whole JSON: masked by key, shape kept
     assert RedactionPolicy.none().is_noop and not policy.is_noop
     assert policy.describe()["hook"] == "test_key_pattern_and_hook_rules.<locals>.<lambda>"
 
