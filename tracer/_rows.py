@@ -288,8 +288,8 @@ class SnapshotPacker:
         the log left out to remember for the next row: where it starts, and its items.
 
         The last rows left out ``end.left`` from ``end.left_at`` on. When this one's list begins
-        with those very items (compared by identity: an edit, a rewind or a reload from a store
-        makes new ones), only the rest is packed and compared with the log after them. Else (the
+        with those very items (the last one the same object: an edit, a rewind or a reload from a
+        store makes new ones), only the rest is packed and compared with the log after them. Else (the
         list is what fell out since the last one's, see ``dropped_since``) it is looked for right
         after the last one's, and what is remembered is both lists: the next run lists the whole
         of it again, and finds it so without packing it again.
@@ -297,8 +297,8 @@ class SnapshotPacker:
         previous = end.left
         assert previous is not None
         kept = len(previous)
-        if len(left_items) >= kept and left_items[kept - 1] is previous[-1] \
-                and all(map(operator.is_, previous, left_items)):
+        # (one comparison in C, of the same objects mostly; equal items pack to the same entries)
+        if len(left_items) >= kept and left_items[kept - 1] is previous[-1] and left_items[:kept] == previous:
             at, rest = end.left_at, left_items[kept:]
             remembered_at, remembered = at, left_items
         else:
