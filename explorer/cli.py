@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:  # a command refusing: the same one line as a footprint error
         click.echo(f"footprint: error: {exc.format_message()}", err=True)
         code = exc.exit_code
-    except FootprintError as exc:
-        click.echo(f"footprint: error: {exc}", err=True)
+    except FootprintError as exc:  # one line, though it quotes a multi-line text (DuckDB's "LINE 1: ..." and caret)
+        click.echo(f"footprint: error: {' '.join(str(exc).split())}", err=True)
         code = 1
     except KeyboardInterrupt:
         click.echo("footprint: interrupted", err=True)

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
+import duckdb
 
 from ._compare import compare_run_data
 from ._diff import diff_snapshots
@@ -44,7 +45,7 @@ from ._render import (
 from ._serialize import run_to_dict, rundata_to_dict
 from ._store import DEFAULT_PATH, RunFilter, Store
 from ._why import why as why_walk
-from .errors import NotFoundError
+from .errors import NotFoundError, StoreError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -249,7 +250,17 @@ def sql_command(query: str, db: str, as_json: bool, width: int) -> None:
     The views: runs, stages, edges, context, outputs, items (docs/store.md describes them).
     """
     with reading(db) as store:
-        columns, rows = store.read_query(query)
+        # a query reads the store's tables, not the files and URLs of this machine (read_csv,
+        # read_text, glob, an https:// parquet): DuckDB refuses them for the rest of the process
+        store.query("SET enable_external_access = false")
+        try:
+            columns, rows = store.read_query(query)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, duckdb.PermissionException):
+                refused = str(exc.__cause__).splitlines()[0].removeprefix("Permission Error: ")
+                raise StoreError(f"footprint sql reads only the store ({db}), not other files or URLs: "
+                                 f"{refused.split(' - ')[0]}") from exc
+            raise
     if as_json:
         _echo_json([dict(zip(columns, row, strict=True)) for row in rows])
         return

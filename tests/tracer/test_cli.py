@@ -238,11 +238,16 @@ def test_errors_are_one_line_on_stderr_without_a_traceback(db: str, tmp_path: Pa
         (("why", "r-nope", "--db", db), "no run matches 'r-nope'"),
         (("diff", "--stages", "s-nope", "s-nope", "--db", db), "no stage matches"),
         (("sql", "DROP TABLE fp_run", "--db", db), "only read-only queries"),
+        (("sql", "SELEC 1", "--db", db), 'not valid SQL: Parser Error: syntax error at or near "SELEC"'),
+        # a query reads the store, not the files (or URLs) of the machine it runs on
+        (("sql", f"SELECT * FROM read_text('{text_file}')", "--db", db), "reads only the store"),
+        (("sql", f"SELECT * FROM glob('{tmp_path}/*')", "--db", db), "reads only the store"),
     ]
     for args, message in cases:
         done = _footprint(*args)
         assert done.returncode == 1, (args, done.stderr)
         assert done.stderr.startswith("footprint: error: ") and message in done.stderr, done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr  # one line
         assert "Traceback" not in done.stderr and done.stdout == ""
     assert not (tmp_path / "missing.duckdb").exists()
     assert text_file.read_text() == "not a database"
