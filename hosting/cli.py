@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import socket
 import sys
 from collections.abc import Callable
@@ -86,6 +87,17 @@ def _first_agent(build: Callable[[Recorder], Agent], spec: str, recorder: Record
                                  param_hint="--agent") from None
 
 
+#: a libpq keyword DSN ("host=db port=5432 dbname=app user=app"): each of its words is KEY=VALUE
+_KEYWORD_DSN = re.compile(r"\s*[a-z_]+\s*=\s*\S*(\s+[a-z_]+\s*=\s*\S*)*\s*")
+
+
+def _is_postgres_dsn(spec: str) -> bool:
+    """True when ``spec`` names a PostgreSQL database: a postgresql:// URL or a libpq keyword DSN
+    (anything else given to --sessions or --agents-store is a DuckDB file)."""
+    return (spec.startswith(("postgresql://", "postgres://")) or "dbname=" in spec
+            or _KEYWORD_DSN.fullmatch(spec) is not None)
+
+
 def _sessions_store(
     spec: str, store: Store, schema: str = "public", cache_mb: int = DEFAULT_CACHE_MB
 ) -> SessionStore:
@@ -94,7 +106,7 @@ def _sessions_store(
         return DuckDBSessions(store, cache_bytes=cache_bytes)
     if spec == "memory":
         return InMemorySessions()
-    if spec.startswith(("postgresql://", "postgres://")) or "dbname=" in spec:
+    if _is_postgres_dsn(spec):
         try:
             sessions = PostgresSessions(spec, schema=schema, cache_bytes=cache_bytes)
         except ValueError as exc:
@@ -119,7 +131,8 @@ def _sessions_store(
 @click.option("--shape", type=click.Choice(["pooled", "shared"]), default="pooled", show_default=True,
               help="pooled: one agent instance per active session, sessions in parallel; shared: one instance.")
 @click.option("--sessions", "sessions_spec", default="duckdb", show_default=True,
-              help="Where sessions live: duckdb (in --db), memory, another DuckDB file, or a postgresql:// DSN.")
+              help="Where sessions live: duckdb (in --db), memory, another DuckDB file, or a PostgreSQL DSN "
+                   "(postgresql://... or host=... dbname=...).")
 @click.option("--sessions-schema", default="public", show_default=True,
               help="The PostgreSQL schema of the session tables (with a postgresql:// --sessions).")
 @click.option("--max-active-sessions", default=100, show_default=True, type=click.IntRange(1),
@@ -137,7 +150,8 @@ def _sessions_store(
 @click.option("--agents-seed", type=click.Path(dir_okay=False), default=None,
               help="The default agents JSON file the gateway seeds (default: footprint's bundled defaults).")
 @click.option("--agents-store", default="duckdb", show_default=True,
-              help="Where stored agents live: duckdb (in --db), another DuckDB file, or a postgresql:// DSN.")
+              help="Where stored agents live: duckdb (in --db), another DuckDB file, or a PostgreSQL DSN "
+                   "(postgresql://... or host=... dbname=...).")
 @click.option("--durable/--no-durable", default=False, show_default=True,
               help="Also serve durable sessions of the same agent under /v1/durable (steer, send, abort, compact, "
                    "events), stored beside --sessions; unfinished ones continue after a restart.")
@@ -202,8 +216,9 @@ def _gateway(
 
     if agents_store == "duckdb" or Path(agents_store).resolve() == Path(store.path).resolve():
         repository: Any = DuckDBAgents(store)
-    elif agents_store.startswith(("postgresql://", "postgres://")) or "dbname=" in agents_store:
+    elif _is_postgres_dsn(agents_store):
         repository = PostgresAgents(agents_store)
+        repository.check_reachable()  # as the session store: a host that cannot read its agents does not start
     else:
         repository = DuckDBAgents(path=agents_store)
     seed = Path(agents_seed) if agents_seed else BUNDLED_SEED_FILE
@@ -223,7 +238,7 @@ def _durable_host(spec: str, store: Store, build: Callable[[Recorder], Agent], r
     persistence: SessionPersistence
     if spec == "memory":
         persistence = InMemoryPersistence()
-    elif spec.startswith(("postgresql://", "postgres://")) or "dbname=" in spec:
+    elif _is_postgres_dsn(spec):
         persistence = PostgresPersistence(spec, prefix="fp_durable")
     elif spec == "duckdb" or Path(spec).resolve() == Path(store.path).resolve():
         persistence = DuckDBPersistence(store, prefix="fp_durable")

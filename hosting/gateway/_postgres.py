@@ -45,6 +45,15 @@ class PostgresAgents(SqlAgents):
         self._lock = asyncio.Lock()
         self._closed = False
 
+    def check_reachable(self, timeout: float = 5.0) -> None:
+        """Connect once, synchronously, and raise :class:`AgentStoreError` (password masked) if the
+        server cannot be reached: ``footprint serve`` refuses to start on a repository it cannot use."""
+        try:
+            psycopg.connect(self.dsn, connect_timeout=max(1, round(timeout))).close()
+        except psycopg.Error as exc:
+            raise AgentStoreError(f"cannot reach the agents repository {self.location}: "
+                                  f"{' '.join(_redact(str(exc)).split())}") from None
+
     async def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run one statement (autocommit) on the repository's connection."""
         async with self._lock:

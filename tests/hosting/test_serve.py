@@ -137,19 +137,32 @@ def test_an_empty_token_is_refused_not_served_as_a_host_nobody_can_use(
     assert not (tmp_path / "s.duckdb").exists()
 
 
-def test_serve_refuses_an_unreachable_postgresql_session_store(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("options", "says"), [
+    (("--sessions", "postgresql://nobody:hunter2@127.0.0.1:1/x"),
+     "cannot reach the PostgreSQL session store postgresql://nobody:***@127.0.0.1:1/x"),
+    # a libpq keyword DSN is PostgreSQL too (it was taken for a DuckDB file of that name, and its
+    # password printed in the startup line)
+    (("--sessions", "host=127.0.0.1 port=1 user=nobody password=hunter2"),
+     "cannot reach the PostgreSQL session store host=127.0.0.1 port=1 user=nobody password=***"),
+    # the agents repository too (it started, failed in the server's startup with two tracebacks)
+    (("--gateway", "--agents-store", "postgresql://nobody:hunter2@127.0.0.1:1/x"),
+     "cannot reach the agents repository postgresql://nobody:***@127.0.0.1:1/x"),
+])
+def test_serve_refuses_an_unreachable_postgresql_store(tmp_path: Path, options: tuple[str, ...], says: str) -> None:
     """A host that could store no turn does not start (it used to start, report healthy and 503 every
-    turn); the error names the store with its password masked."""
+    turn); the error names the store with its password masked, on one line."""
     import subprocess
     import sys
 
     done = subprocess.run(
         [sys.executable, "-c", "from explorer.cli import main; main()", "serve", "--db", str(tmp_path / "s.duckdb"),
-         "--port", "0", "--sessions", "postgresql://nobody:hunter2@127.0.0.1:1/x"],
-        capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and done.stdout == ""
-    assert "cannot reach the PostgreSQL session store postgresql://nobody:***@127.0.0.1:1/x" in done.stderr
+         "--port", "0", "--agent", "echo", *options],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert done.stderr.startswith(f"footprint: error: {says}: ") and done.stderr.count("\n") == 1, done.stderr
     assert "hunter2" not in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if "=" in p.name) == []  # no file named after the DSN
 
 
 @pytest.mark.parametrize(("where", "says"), [
