@@ -91,11 +91,16 @@ def envelope_writes(
     writes = WriteSet(envelope.session_id)
     if kept < len(stored):
         writes.appends.append((REWIND, _dumps({"keep": kept})))
-    saved_messages = list(messages[:kept])
+    added: list[ContextItem] = []
+    masked = False
     for message in messages[kept:]:
         text, changed = _masked(context_item_to_dict(message), policy)
         writes.appends.append((message.item.kind, text))
-        saved_messages.append(context_item_from_dict(json.loads(text)) if changed else message)
+        added.append(context_item_from_dict(json.loads(text)) if changed else message)
+        masked = masked or changed
+    # the usual case, nothing masked: the envelope's own tuple is the conversation as stored (no
+    # copy of a long conversation per save; a save under sync is several a turn)
+    held = messages if not masked and isinstance(messages, tuple) else (*messages[:kept], *added)
     head = {k: v for k, v in envelope.conversation.items() if k != "messages"}
     rest = {"pause": envelope.pause, "turn": envelope.turn, "tool_results": envelope.tool_results}
     text, changed = _masked({"format": FORMAT, "conversation": head, "status": envelope.status,
@@ -110,7 +115,6 @@ def envelope_writes(
         rest = {k: back[k] for k in rest}
     writes.head = HeadUpdate(envelope.version if expected is None else expected, version, envelope.created_at,
                              updated_at, envelope.status)
-    held = tuple(saved_messages)
     saved = envelope.replace(version=version, updated_at=updated_at, conversation={**head, "messages": []},
                              messages=held, stored=held, **rest)
     return writes, saved

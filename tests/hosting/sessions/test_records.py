@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import os
 import stat
 import uuid
@@ -72,6 +73,29 @@ async def test_each_save_appends_only_what_the_turn_added(sessions: RecordSessio
     loaded = await sessions.load("long")
     assert loaded is not None and loaded.version == 150 and loaded.message_count == 299
     assert loaded.turn == {"state": "done", "n": 149}
+
+
+async def test_a_save_keeps_the_conversation_it_was_given_and_copies_none_of_it(sessions: RecordSessions) -> None:
+    """What a save keeps as the stored conversation is the envelope's own tuple: nothing of a long
+    conversation is copied per save (under sync a turn saves several times). A message masked on
+    its way in is the exception: the kept tuple holds the masked one, and the same earlier objects."""
+    envelope = await sessions.save(_fresh("s-nocopy", *[f"message {i}" for i in range(50)]))
+
+    def successor(of: Envelope, text: str) -> Envelope:
+        conversation = of.conversation_obj()
+        conversation.messages.append(_item(ItemKind.USER, text))
+        return of.successor(conversation, pause=None, status="answered", last_run_id="r", turn=None, tool_results={})
+
+    plain = successor(envelope, "one more")
+    saved = await sessions.save(plain)
+    assert saved.held() is plain.held() and saved.stored is plain.held()
+    secret = successor(saved, f"my key is {API_KEY}")
+    masked = await sessions.save(secret)
+    assert masked.held() is not secret.held() and len(masked.held()) == 52
+    assert all(map(operator.is_, masked.held()[:51], secret.held()[:51]))
+    assert API_KEY not in masked.held()[-1].item.text
+    loaded = await sessions.load("s-nocopy")
+    assert loaded is not None and [m.item.text for m in loaded.held()] == [m.item.text for m in masked.held()]
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
