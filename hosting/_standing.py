@@ -245,7 +245,8 @@ class StandingAgent:
             if self.on_concurrent_invoke == "refuse" and self._inflight.get(session_id, 0) > 0:
                 raise SessionBusyError(
                     f"session {session_id!r} is already running a turn; wait for its reply "
-                    f"(or start the host with on_concurrent_invoke='enqueue')", session_id=session_id,
+                    f"(or start the host with `footprint serve --on-concurrent enqueue`, "
+                    f"on_concurrent_invoke='enqueue' from Python)", session_id=session_id,
                 )
             self._inflight[session_id] = self._inflight.get(session_id, 0) + 1
         slot = self._acquire(session_id)

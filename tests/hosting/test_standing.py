@@ -145,8 +145,9 @@ async def test_a_second_turn_of_a_running_session_is_refused_but_other_sessions_
     host = standing_agent(agent=make_agent(gate.provider()))
     first = asyncio.ensure_future(host.handle("first", session_id="alice"))
     await gate.entered.wait()
-    with pytest.raises(SessionBusyError, match="'alice'"):
+    with pytest.raises(SessionBusyError, match="'alice'") as busy:
         await host.handle("second", session_id="alice")
+    assert "footprint serve --on-concurrent enqueue" in str(busy.value)  # what an HTTP client's operator types
     other = asyncio.ensure_future(host.handle("hello", session_id="bob"))  # waits, never refused
     gate.release.set()
     assert (await first).answer == "done: first"
