@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from tracer import RunData, RunFilter, Store, run_to_dict, rundata_to_dict, why
+from tracer import RunData, RunFilter, RunStatus, Store, run_to_dict, rundata_to_dict, why
 
 from ._params import Offset, SessionId
 
@@ -47,7 +47,7 @@ def recordings_router(get_store: Callable[[], Store]) -> APIRouter:
     def list_runs(
         session: str | None = None,
         agent: str | None = None,
-        status: str | None = None,
+        status: RunStatus | None = None,
         search: str | None = None,
         label: str | None = None,
         forks: Annotated[bool, Query(description="true: include the re-runs forked from a recorded run "

@@ -170,6 +170,17 @@ async def test_a_body_not_sent_as_json_is_415_saying_so(client: httpx.AsyncClien
     assert fine.status_code == 200
 
 
+async def test_an_unknown_run_status_is_422_naming_the_ones_there_are(client: httpx.AsyncClient) -> None:
+    """A typo (status=answerd) listed no runs, as if none had ended so."""
+    await client.post("/v1/turns", json={"message": "hi", "session_id": "sam"}, headers=AUTH)
+    response = await client.get("/v1/recordings/runs?status=answerd", headers=AUTH)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["field"] == "status" and "'answered'" in error["message"] and "'failed'" in error["message"]
+    fine = await client.get("/v1/recordings/runs?status=answered", headers=AUTH)
+    assert fine.status_code == 200 and fine.json()["total"] >= 1
+
+
 @pytest.mark.parametrize(("query", "field"), [
     ("/v1/sessions?limit=-5", "limit"), ("/v1/sessions?limit=0", "limit"), ("/v1/sessions?limit=10001", "limit"),
     ("/v1/recordings/runs?offset=99999999999999999999", "offset"), ("/v1/recordings/runs?offset=-1", "offset"),
