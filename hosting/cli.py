@@ -169,7 +169,12 @@ def serve_command(
     from ._standing import StandingAgent
 
     build, described = agent_builder(agent_spec)
-    store = Store.open(db)
+    sock = _bind(bind, port)  # first: an address it cannot listen on stops it before --db is created
+    try:
+        store = Store.open(db)
+    except BaseException:
+        sock.close()
+        raise
     try:
         recorder = Recorder(store, durability=Durability(durability))
         first = _first_agent(build, agent_spec, recorder)
@@ -186,7 +191,6 @@ def serve_command(
         if with_gateway or agents_seed:
             gateway = _gateway(first.provider, agents_store, agents_seed, store, recorder, sessions,
                                durability, on_concurrent, max_active_sessions, host_id or _host_id(port, db))
-        sock = _bind(bind, port)
         actual_port = sock.getsockname()[1]
 
         def started(_: Any) -> None:
@@ -204,6 +208,7 @@ def serve_command(
         click.echo("footprint host stopped; sessions and recordings flushed.", err=True)
     finally:
         store.close()
+        sock.close()
 
 
 def _gateway(

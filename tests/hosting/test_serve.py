@@ -182,3 +182,25 @@ def test_serve_names_a_session_store_directory_that_is_not_there(tmp_path: Path,
     assert done.returncode == 1 and done.stdout == "", done.stderr
     assert f"cannot create the session store {tmp_path / where}: {says.format(tmp=tmp_path)}" in done.stderr
     assert "IO Error" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("bind", ["in-use", "256.1.1.1"])
+def test_serve_on_an_address_it_cannot_listen_on_stops_before_it_makes_a_store(tmp_path: Path, bind: str) -> None:
+    """It opened (so created) --db first, and left an empty store behind for a typo in --host."""
+    import socket
+    import subprocess
+    import sys
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    host, port = ("127.0.0.1", taken.getsockname()[1]) if bind == "in-use" else (bind, 0)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "from explorer.cli import main; main()", "serve", "--agent", "echo",
+             "--host", host, "--port", str(port), "--db", str(tmp_path / "s.duckdb")],
+            capture_output=True, text=True, timeout=60)
+    finally:
+        taken.close()
+    assert done.returncode == 1 and done.stderr.startswith(f"footprint: error: cannot listen on {host}:"), done.stderr
+    assert not (tmp_path / "s.duckdb").exists()
