@@ -425,8 +425,9 @@ class Store(RunReads):
             self._adopt(fresh)
 
     def _adopt(self, fresh: Store) -> None:
-        """Take over ``fresh``'s connection, writer and journal state (``fresh`` is dropped)."""
+        """Take over ``fresh``'s connection, writer, upkeep and journal state (``fresh`` is dropped)."""
         self._con, self._writer, self.read_only = fresh._con, fresh._writer, fresh.read_only
+        self._upkeep = fresh._upkeep  # (the writer's lock: what commits on this store's cursors takes it too)
         self._journal, self._journaled, self._plain_rows = fresh._journal, fresh._journaled, None
         fresh._closed = True
         _open_stores.discard(fresh)

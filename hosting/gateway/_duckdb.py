@@ -44,8 +44,9 @@ class DuckDBAgents(SqlAgents):
                 self._con = store.cursor()
             else:
                 self._owned = self._con = duckdb.connect(str(path))
-            self._con.execute(self.agents_ddl("VARCHAR", "DOUBLE"))
-            self._con.execute(self.memory_ddl("VARCHAR", "DOUBLE"))
+            with store.committing() if store is not None else nullcontext():
+                self._con.execute(self.agents_ddl("VARCHAR", "DOUBLE"))
+                self._con.execute(self.memory_ddl("VARCHAR", "DOUBLE"))
         except duckdb.Error as exc:
             raise AgentStoreError(f"cannot open the agents repository in {self.location}: {exc}") from exc
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="footprint-agents")

@@ -79,7 +79,8 @@ class DuckDBPersistence(StoredPersistence):
             else:
                 assert self._path is not None
                 self._owned = self._con = _connect_owned(self._path)
-            self._prepare()
+            with self._store.committing() if self._store is not None else nullcontext():
+                self._prepare()  # (its tables, or a migration: commits into the recordings file)
             self._reader = self._con.cursor()
         except duckdb.Error as exc:
             raise SessionStoreError(f"cannot open the session store in {self.location}: {exc}") from exc

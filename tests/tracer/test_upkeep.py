@@ -164,3 +164,22 @@ def test_no_interleaving_of_commits_checkpoints_reads_and_trims_fails(
     with Store.open(path, read_only=True) as again:  # the file is whole
         assert again.query("SELECT count(*) FROM fp_item")[0][0] == items
         assert again.query("SELECT count(*) FROM side")[0][0] == sum(sizes.values())
+
+
+def test_a_read_only_store_held_for_writing_commits_under_its_writers_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """store.writing() (the explorer's re-runs and sandbox) takes over a fresh writer: commits made
+    through store.committing() meanwhile share its lock and checkpoint and trim as its own do."""
+    monkeypatch.setattr(_upkeep, "CHECKPOINT_AT", 256 * 2**10)
+    path = tmp_path / "s.duckdb"
+    Store.open(path).close()
+    store = Store.open(path, read_only=True)
+    try:
+        with store.writing():
+            cur = store.cursor()
+            with store.committing():
+                cur.execute("CREATE TABLE side AS SELECT range AS n, repeat('x', 500) AS body FROM range(3000)")
+            cur.close()
+            assert store.writer_stats["checkpoints"] == 1 and store.writer_stats["trims"] == 1
+    finally:
+        store.close()
