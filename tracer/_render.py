@@ -1,7 +1,8 @@
 """Plain-text renderings of recordings for the terminal: run lists, flowcharts, evidence, diffs.
 
 Every function returns lines (no colour, no terminal codes), so the CLI prints them, tests compare
-them, and a pipe gets the same text a person sees.
+them, and a pipe gets the same text a person sees. A recorded text may hold terminal codes (a message
+sent to a host by anyone): they are shown escaped (:func:`for_terminal`), never sent to the terminal.
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ from ._rundata import RunData
 from ._why import SHOWN_ABOVE, Evidence, EvidenceNode
 
 _SPACES = re.compile(r"\s+")
+#: the characters a terminal acts on rather than shows (colours, the window title, moving the
+#: cursor): C0 controls but tab and newline, DEL, and the C1 controls
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def for_terminal(text: str) -> str:
+    """``text`` with each control character a terminal would act on written as ``\\xNN`` (a
+    Windows line end is a line end)."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\r\n", "\n"))
 
 
 def cells(text: str) -> int:
@@ -45,7 +55,7 @@ def one_line(text: str | None, width: int = 60) -> str:
     """``text`` on one line, cut to ``width`` terminal columns with an ellipsis (nothing for no room)."""
     if width <= 0:
         return ""
-    text = text or ""
+    text = for_terminal(text or "")
     # only the start of a long text can show: measure a prefix, longer until it overflows or is all
     # of it (measuring all of a 30 KB message to show 40 columns took the explorer's why screen 60 s)
     size = 2 * width + 16
@@ -74,7 +84,7 @@ def wrapped(label: str, text: str | None, *, width: int = 100, pad: int = 9) -> 
     Nothing is cut: a person reading an answer in a terminal sees all of it.
     """
     first = f"{label:<{pad - 1}} "
-    body = [line for para in (text or "").splitlines() or [""]
+    body = [line for para in for_terminal(text or "").splitlines() or [""]
             for line in (textwrap.wrap(para, max(20, width - pad), break_long_words=True) or [""])]
     return [(first if i == 0 else " " * pad) + line for i, line in enumerate(body)]
 

@@ -34,6 +34,7 @@ from ._names import item_names, resolve_item
 from ._rank import earlier_verdicts, rank
 from ._render import (
     comparison_lines,
+    for_terminal,
     one_line,
     ranked_lines,
     runs_table,
@@ -69,7 +70,7 @@ def reading(db: str) -> Iterator[Store]:
 
 
 def _echo_lines(lines: list[str]) -> None:
-    click.echo("\n".join(lines))
+    click.echo(for_terminal("\n".join(lines)))
 
 
 def _echo_json(value: Any) -> None:

@@ -330,3 +330,25 @@ def test_why_json_of_a_long_session_carries_each_text_once_and_grows_with_it(tmp
         # and the human tree stays readable: a run of items shown above is one line
         tree = _invoke("why", "last", "--db", str(path), "--order", "context").output.splitlines()
         assert len(tree) < 6 * turns and any("more items of this context, shown above" in line for line in tree)
+
+
+#: what a message sent to a host may hold to take over the terminal of whoever reads it: a colour
+#: (CSI), a window title (OSC, ended by BEL), a carriage return, a C1 CSI, backspace, DEL
+_CONTROL = "\x1b[31mred\x1b[0m \x1b]0;pwned\x07 \x9b2J \x08\x7f"
+
+
+def test_text_output_shows_control_characters_it_never_sends_them(tmp_path: Path) -> None:
+    path = tmp_path / "ansi.duckdb"
+    with Store.open(path) as store:
+        run = Recorder(store).start_run(agent="a", input=f"hi {_CONTROL}", session_id="ansi")
+        with run.stage("input", "user message") as given:
+            user = given.output(Item.of_text("user", f"hi {_CONTROL}"), origin_kind="user", source="input")
+        with run.stage("inference", "turn 1", after=[given]) as inference:
+            inference.inputs([user])
+            inference.output(Item.of_text("assistant", f"ok {_CONTROL}"))
+        run.end("answered", output=f"ok {_CONTROL}")
+    for args in (("runs",), ("show", "last"), ("show", "last", "--context"), ("why", "last"),
+                 ("why", "last", "--order", "context"), ("sql", "SELECT input, output FROM runs")):
+        out = _invoke(*args, "--db", str(path)).output
+        assert not any(c in out for c in "\x1b\x07\x9b\x08\x7f\r"), (args, out)
+        assert "\\x1b" in out, (args, out)  # shown, escaped
