@@ -29,8 +29,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from tracer import RedactionPolicy
+
 from ._prompt import AUTONOMY_GUIDELINES
 from .errors import PersonalMemoryError
+
+_POLICY = RedactionPolicy()  # the credential masking every store applies before it keeps anything
 
 #: Every record kind, in the order a profile lists them, with the prompt section it is injected into.
 RECORD_KINDS: dict[str, str] = {
@@ -122,7 +126,8 @@ def memory_record(
         raise PersonalMemoryError("status", f"status {status!r} of the {kind} record {name!r} must be {allowed}")
     if isinstance(importance, bool) or not isinstance(importance, int | float) or not 0.0 <= importance <= 1.0:
         raise PersonalMemoryError("importance", f"importance {importance!r} must be a number from 0 to 1")
-    return MemoryRecord(user_id, kind, name, text, status, float(importance),
+    # a record goes to a repository, into prompts and back in replies: a credential in it is masked here
+    return MemoryRecord(user_id, kind, name, _POLICY.text(text), status, float(importance),
                         time.time() if updated_at is None else updated_at)
 
 

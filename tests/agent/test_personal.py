@@ -29,6 +29,12 @@ def test_an_invalid_record_names_the_field(arguments: tuple[str, str, str], fiel
     assert caught.value.field == field
 
 
+def test_a_credential_in_a_record_is_masked_when_the_record_is_made() -> None:
+    """Every record is made here (the HTTP API's, the injector's facts), so none keeps a raw key."""
+    record = memory_record("alice", "fact", "my key is sk-" + "a1B2c3D4e5F6" * 3, name="key")
+    assert record.text == "my key is [REDACTED]"
+
+
 def test_field_specific_rules() -> None:
     with pytest.raises(PersonalMemoryError, match="status 'done' of the fact record 'city' must be active"):
         memory_record("alice", "fact", "Berlin", name="city", status="done")

@@ -138,6 +138,20 @@ async def test_resync_and_select(client: httpx.AsyncClient) -> None:
                                                                                           "matched": []}
 
 
+async def test_a_credential_put_in_personal_memory_is_masked_in_the_store_and_the_replies(
+    client: httpx.AsyncClient,
+) -> None:
+    """A record's text went to the repository and back in every reply as it was sent, an API key with it."""
+    key, password = "sk-proj-" + "Qw3rTy6uIo9p" * 4, "hunter2-mellon"
+    put = await client.put("/api/memory/alice/fact/wifi",
+                           json={"text": f"router key {key}, password={password}"})
+    posted = await client.post("/api/memory/alice/memory", json={"text": f"Authorization: Bearer {key}"})
+    listed = await client.get("/api/memory/alice")
+    for reply in (put, posted, listed):
+        assert reply.status_code in (200, 201) and key not in reply.text and password not in reply.text, reply.text
+    assert "router key [REDACTED], [REDACTED]" in put.text
+
+
 async def test_personal_memory_routes(client: httpx.AsyncClient) -> None:
     put = await client.put("/api/memory/alice/fact/home_city", json={"text": "Lives in Berlin."})
     goal = await client.post("/api/memory/alice/goal", json={"text": "Run a marathon"})
