@@ -86,7 +86,8 @@ class SharedLock:
                 self._waiting -= 1
                 if not self._waiting:
                     self._cond.notify_all()  # (threads asking for the shared side may go)
-            self._exclusive = held
+            if held:
+                self._exclusive = True
         try:
             yield held
         finally:

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracer import Store, _upkeep
 from tracer._upkeep import SharedLock
@@ -63,6 +65,57 @@ def test_the_exclusive_side_waits_for_the_shared_and_goes_before_later_shared() 
     for t in (first, excl, late):
         t.join(5)
     assert order == ["first in", "first out", "exclusive", "late in", "late out"]
+
+
+# a thread's steps: hold the shared side (once, or nested twice) or the exclusive side (waiting
+# for ever, or at most a few ms), for a few ms
+_STEPS = st.lists(st.tuples(st.sampled_from(["shared", "nested", "exclusive", "try"]),
+                            st.floats(0, 0.002)), min_size=1, max_size=8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_STEPS, min_size=2, max_size=5))
+def test_the_exclusive_side_never_overlaps_another_holder(threads: list[list[tuple[str, float]]]) -> None:
+    lock = SharedLock()
+    state = {"shared": 0, "exclusive": 0}
+    seen: list[str] = []
+    guard = threading.Lock()
+
+    def enter(side: str) -> None:
+        with guard:
+            state[side] += 1
+            if state["exclusive"] > 1 or (state["exclusive"] and state["shared"]):
+                seen.append(f"{side} overlapped: {state}")
+
+    def leave(side: str) -> None:
+        with guard:
+            state[side] -= 1
+
+    def run(steps: list[tuple[str, float]]) -> None:
+        for kind, pause in steps:
+            if kind in ("shared", "nested"):
+                with lock.shared():
+                    enter("shared")
+                    if kind == "nested":
+                        with lock.shared():  # re-entrant, even with an exclusive waiter
+                            time.sleep(pause)
+                    time.sleep(pause)
+                    leave("shared")
+            else:
+                with lock.exclusive(0.003 if kind == "try" else None) as held:
+                    if held:
+                        enter("exclusive")
+                        time.sleep(pause)
+                        leave("exclusive")
+
+    workers = [threading.Thread(target=run, args=(steps,)) for steps in threads]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(30)
+    assert not any(t.is_alive() for t in workers)  # nobody left waiting
+    assert seen == []
+    assert lock._shared == 0 and not lock._exclusive and not lock._waiting
 
 
 def test_a_checkpoint_is_followed_by_a_trim_that_empties_the_cache(
