@@ -24,6 +24,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from tracer import RedactionPolicy
+
 from .errors import AgentDefinitionError
 
 DEFAULT = "default"
@@ -32,6 +34,8 @@ TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 MAX_PROMPT_CHARS = 100_000
 
 _WIRE = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, str_strip_whitespace=True)
+#: a definition is stored, returned and sent to the model: a credential in its texts is masked, as in the recordings
+_POLICY = RedactionPolicy()
 
 
 def _names(values: list[str], what: str) -> list[str]:
@@ -82,6 +86,11 @@ class AgentConfig(_NoNul):
     def _group_names(cls, value: list[str]) -> list[str]:
         return _names(value, "toolGroups")
 
+    @field_validator("description")
+    @classmethod
+    def _masked_description(cls, value: str | None) -> str | None:
+        return None if value is None else _POLICY.text(value)
+
     @field_validator("triggers")
     @classmethod
     def _keywords(cls, value: list[str]) -> list[str]:
@@ -99,6 +108,11 @@ class _DefinitionFields(_NoNul):
     provider: str = Field(DEFAULT, min_length=1, max_length=100,
                           description="A provider of the host, or `default` (the host's default).")
     model: str = Field(DEFAULT, min_length=1, max_length=200, description="A model name, or `default`.")
+
+    @field_validator("system_prompt")
+    @classmethod
+    def _masked_prompt(cls, value: str) -> str:
+        return _POLICY.text(value)
 
 
 class AgentDefinition(_DefinitionFields, AgentConfig):

@@ -152,6 +152,20 @@ async def test_a_credential_put_in_personal_memory_is_masked_in_the_store_and_th
     assert "router key [REDACTED], [REDACTED]" in put.text
 
 
+async def test_a_credential_in_an_agent_definition_is_masked_in_the_store_and_the_replies(
+    client: httpx.AsyncClient,
+) -> None:
+    """A system prompt or description holding a key was kept and returned as it was sent."""
+    key = "sk-proj-" + "Zx8cVb7nMl6k" * 4
+    created = await client.post("/api/agents", json={"name": "Leaky", "systemPrompt": f"Use the key {key}.",
+                                                     "description": f"calls with password=hunter2-{key[-6:]}"})
+    patched = await client.patch(f"/api/agents/{created.json()['id']}", json={"systemPrompt": f"Key: {key}"})
+    listed = await client.get("/api/agents")
+    for reply in (created, patched, listed):
+        assert reply.status_code in (200, 201) and key not in reply.text and "hunter2" not in reply.text, reply.text
+    assert created.json()["systemPrompt"] == "Use the key [REDACTED]."
+
+
 async def test_personal_memory_routes(client: httpx.AsyncClient) -> None:
     put = await client.put("/api/memory/alice/fact/home_city", json={"text": "Lives in Berlin."})
     goal = await client.post("/api/memory/alice/goal", json={"text": "Run a marathon"})
