@@ -107,15 +107,21 @@ def _sessions_store(
     if spec == "memory":
         return InMemorySessions()
     if _is_postgres_dsn(spec):
-        try:
-            sessions = PostgresSessions(spec, schema=schema, cache_bytes=cache_bytes)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--sessions-schema") from None
-        sessions.check_reachable()  # a host that cannot store a turn does not start (SessionStoreError: exit 1)
-        return sessions
+        return _postgres_sessions(spec, schema, cache_mb)
     if Path(spec).resolve() == Path(store.path).resolve():
         return DuckDBSessions(store, cache_bytes=cache_bytes)
     return DuckDBSessions(path=spec, cache_bytes=cache_bytes)
+
+
+def _postgres_sessions(dsn: str, schema: str, cache_mb: int) -> PostgresSessions:
+    """The PostgreSQL session store, once it is reached: a host that cannot store a turn does not
+    start (SessionStoreError: exit 1)."""
+    try:
+        sessions = PostgresSessions(dsn, schema=schema, cache_bytes=cache_mb * 1024 * 1024)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sessions-schema") from None
+    sessions.check_reachable()
+    return sessions
 
 
 @click.command("serve")
@@ -169,8 +175,12 @@ def serve_command(
     from ._standing import StandingAgent
 
     build, described = agent_builder(agent_spec)
-    sock = _bind(bind, port)  # first: an address it cannot listen on stops it before --db is created
+    # first what can fail without --db: an address it cannot listen on, a PostgreSQL session store it
+    # cannot reach stop it before the store file is created
+    sock = _bind(bind, port)
     try:
+        reached = (_postgres_sessions(sessions_spec, sessions_schema, session_cache_mb)
+                   if _is_postgres_dsn(sessions_spec) else None)
         store = Store.open(db)
     except BaseException:
         sock.close()
@@ -178,7 +188,8 @@ def serve_command(
     try:
         recorder = Recorder(store, durability=Durability(durability))
         first = _first_agent(build, agent_spec, recorder)
-        sessions = _sessions_store(sessions_spec, store, sessions_schema, session_cache_mb)
+        sessions = reached if reached is not None else _sessions_store(sessions_spec, store, sessions_schema,
+                                                                        session_cache_mb)
         if shape == "shared":
             host = StandingAgent(agent=first, sessions=sessions, durability=durability,
                                  on_concurrent_invoke=on_concurrent, recordings=store, close_sessions=True,
