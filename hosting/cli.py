@@ -175,12 +175,15 @@ def serve_command(
     from ._standing import StandingAgent
 
     build, described = agent_builder(agent_spec)
-    # first what can fail without --db: an address it cannot listen on, a PostgreSQL session store it
-    # cannot reach stop it before the store file is created
+    # first what can fail without --db: an address it cannot listen on, a PostgreSQL store it cannot
+    # reach or a bad --agents-seed stop it before the store file is created
     sock = _bind(bind, port)
+    serve_gateway = with_gateway or bool(agents_seed)
     try:
         reached = (_postgres_sessions(sessions_spec, sessions_schema, session_cache_mb)
                    if _is_postgres_dsn(sessions_spec) else None)
+        seed = _seed_file(agents_seed) if serve_gateway else None
+        agents_postgres = _postgres_agents(agents_store) if serve_gateway and _is_postgres_dsn(agents_store) else None
         store = Store.open(db)
     except BaseException:
         sock.close()
@@ -199,8 +202,8 @@ def serve_command(
                                  on_concurrent_invoke=on_concurrent, max_active_sessions=max_active_sessions,
                                  recordings=store, close_sessions=True, host_id=host_id or _host_id(port, db))
         gateway = None
-        if with_gateway or agents_seed:
-            gateway = _gateway(first.provider, agents_store, agents_seed, store, recorder, sessions,
+        if seed is not None:
+            gateway = _gateway(first.provider, agents_store, agents_postgres, seed, store, recorder, sessions,
                                durability, on_concurrent, max_active_sessions, host_id or _host_id(port, db))
         actual_port = sock.getsockname()[1]
 
@@ -222,23 +225,39 @@ def serve_command(
         sock.close()
 
 
-def _gateway(
-    provider: Any, agents_store: str, agents_seed: str | None, store: Store, recorder: Recorder,
-    sessions: SessionStore, durability: str, on_concurrent: str, max_active_sessions: int, host_id: str,
-) -> Any:
-    """The agents gateway on the host's model, stores and durability."""
-    from .gateway import DuckDBAgents, Gateway, GatewaySettings, PostgresAgents
+def _postgres_agents(dsn: str) -> Any:
+    """The PostgreSQL agents repository, once it is reached: as the session store, a host that
+    cannot read its agents does not start (AgentStoreError: exit 1)."""
+    from .gateway import PostgresAgents
+
+    repository = PostgresAgents(dsn)
+    repository.check_reachable()
+    return repository
+
+
+def _seed_file(agents_seed: str | None) -> Path:
+    """The default agents file, read: a bad one is refused, with what and where, before the host starts."""
     from .gateway._seeds import BUNDLED_SEED_FILE, load_seed_file
 
-    if agents_store == "duckdb" or Path(agents_store).resolve() == Path(store.path).resolve():
-        repository: Any = DuckDBAgents(store)
-    elif _is_postgres_dsn(agents_store):
-        repository = PostgresAgents(agents_store)
-        repository.check_reachable()  # as the session store: a host that cannot read its agents does not start
+    seed = Path(agents_seed) if agents_seed else BUNDLED_SEED_FILE
+    load_seed_file(seed)
+    return seed
+
+
+def _gateway(
+    provider: Any, agents_store: str, postgres: Any, seed: Path, store: Store, recorder: Recorder,
+    sessions: SessionStore, durability: str, on_concurrent: str, max_active_sessions: int, host_id: str,
+) -> Any:
+    """The agents gateway on the host's model, stores and durability (``postgres``: the
+    PostgreSQL repository :func:`_postgres_agents` reached, when --agents-store names one)."""
+    from .gateway import DuckDBAgents, Gateway, GatewaySettings
+
+    if postgres is not None:
+        repository: Any = postgres
+    elif agents_store == "duckdb" or Path(agents_store).resolve() == Path(store.path).resolve():
+        repository = DuckDBAgents(store)
     else:
         repository = DuckDBAgents(path=agents_store)
-    seed = Path(agents_seed) if agents_seed else BUNDLED_SEED_FILE
-    load_seed_file(seed)  # a bad file is refused here, with what and where, before the host starts
     return Gateway(repository, settings=GatewaySettings({provider.name: provider}, provider.name),
                    sessions=sessions, recorder=recorder, durability=durability, on_concurrent_invoke=on_concurrent,
                    max_active_sessions=max_active_sessions, seed_file=seed, host_id=host_id)

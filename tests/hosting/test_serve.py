@@ -163,8 +163,7 @@ def test_serve_refuses_an_unreachable_postgresql_store(tmp_path: Path, options: 
     assert done.stderr.startswith(f"footprint: error: {says}: ") and done.stderr.count("\n") == 1, done.stderr
     assert "hunter2" not in done.stderr and "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if "=" in p.name) == []  # no file named after the DSN
-    if options[0] == "--sessions":  # checked before --db is opened: no store is left behind
-        assert not (tmp_path / "s.duckdb").exists()
+    assert not (tmp_path / "s.duckdb").exists()  # checked before --db is opened: no store is left behind
 
 
 @pytest.mark.parametrize(("where", "says"), [
