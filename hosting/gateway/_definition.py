@@ -175,6 +175,14 @@ def validated(data: Any, *, where: str = "") -> AgentDefinition:
     return definition
 
 
+#: the fields a reply has and a definition does not (a client sending back what GET returned)
+_NOT_A_FIELD = {
+    "config": "is how a reply groups the config: give its fields (maxTokens, temperature, ...) at the top level",
+    "createdAt": "is set by the store, not given",
+    "updatedAt": "is set by the store, not given",
+}
+
+
 def definition_error(exc: ValidationError, where: str = "") -> AgentDefinitionError:
     """The first problem of a pydantic error as an :class:`AgentDefinitionError` naming its field."""
     first = exc.errors()[0]
@@ -182,7 +190,7 @@ def definition_error(exc: ValidationError, where: str = "") -> AgentDefinitionEr
     field = ".".join(loc)
     message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
     if first.get("type") == "extra_forbidden":
-        message = "is not a field of an agent definition"
+        message = _NOT_A_FIELD.get(field, "is not a field of an agent definition")
     more = len(exc.errors()) - 1
     if more:
         message += f" (and {more} more problem{'s' if more > 1 else ''})"

@@ -55,6 +55,10 @@ async def test_create_read_list_patch_delete(client: httpx.AsyncClient, gateway:
         ({**NEW, "toolGroups": ["web"]}, 422, "invalid_agent", "toolGroups[0]", "no tool group or category 'web'; known: files"),
         ({**NEW, "provider": "anthropic"}, 422, "invalid_agent", "provider", "not a provider of this host"),
         ({**NEW, "colour": "blue"}, 422, "invalid_agent", "colour", "not a field of an agent definition"),
+        # what GET returns, sent back: its config goes at the top level, and the times are the store's
+        ({**NEW, "config": {"temperature": 0.2}}, 422, "invalid_agent", "config",
+         "give its fields (maxTokens, temperature, ...) at the top level"),
+        ({**NEW, "createdAt": 1.0}, 422, "invalid_agent", "createdAt", "set by the store"),
         ({**NEW, "id": "Bad Id"}, 422, "invalid_agent", "id", "should match pattern"),
         ({**NEW, "name": "research agent"}, 409, "agent_conflict", None, "taken by agent 'research'"),
         ({**NEW, "id": "coder", "name": "X"}, 409, "agent_conflict", None, "id 'coder' already exists"),
