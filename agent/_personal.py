@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from tracer import RedactionPolicy
+from tracer.errors import quoted
 
 from ._prompt import AUTONOMY_GUIDELINES
 from .errors import PersonalMemoryError
@@ -106,7 +107,7 @@ def memory_record(
             raise PersonalMemoryError("name", f"{_a(kind)} {kind} record needs a name (e.g. 'home_city')")
         name = uuid.uuid4().hex[:12]
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise PersonalMemoryError("name", f"record name {str(name)[:80]!r} must be 1-100 ASCII letters, digits or . _ : @ -")
+        raise PersonalMemoryError("name", f"record name {quoted(name)} must be 1-100 ASCII letters, digits or . _ : @ -")
     if not isinstance(text, str) or not text.strip():
         raise PersonalMemoryError("text", f"the {kind} record {name!r} needs a non-empty text")
     if "\x00" in text:
@@ -135,7 +136,7 @@ def check_user_id(user_id: object) -> str:
     """``user_id`` when it is a valid user id; else a :class:`PersonalMemoryError` for ``user_id``
     saying what one is (every route and record that takes a user checks it here)."""
     if not isinstance(user_id, str) or not USER_PATTERN.match(user_id):
-        raise PersonalMemoryError("user_id", f"user id {str(user_id)[:80]!r} must be 1-100 ASCII letters, digits or "
+        raise PersonalMemoryError("user_id", f"user id {quoted(user_id)} must be 1-100 ASCII letters, digits or "
                                              f". _ : @ - (starting with a letter or digit)")
     return user_id
 

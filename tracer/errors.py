@@ -48,3 +48,10 @@ class RecordingError(TracerError):
 
 class ExportError(TracerError):
     """An export (OpenTelemetry, Parquet) could not be configured or delivered."""
+
+
+def quoted(value: object, limit: int = 80) -> str:
+    """``value`` quoted for an error message: whole up to ``limit`` characters, else its start and an
+    ellipsis (an id of 5,000 characters is not echoed whole, nor cut without saying so)."""
+    text = str(value)
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from tracer import RedactionPolicy
+from tracer.errors import quoted
 
 from .errors import AgentDefinitionError
 
@@ -41,7 +42,7 @@ _POLICY = RedactionPolicy()
 def _names(values: list[str], what: str) -> list[str]:
     for index, value in enumerate(values):
         if not TOOL_NAME_PATTERN.match(value):
-            raise ValueError(f"{what}[{index}] {value[:80]!r} must be 1-64 ASCII letters, digits or _ . -")
+            raise ValueError(f"{what}[{index}] {quoted(value)} must be 1-64 ASCII letters, digits or _ . -")
     if len(set(values)) != len(values):
         raise ValueError(f"{what} lists a name twice")
     return values

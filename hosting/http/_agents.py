@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent import memory_record
 from agent.errors import PersonalMemoryError
 from tracer import run_to_dict
+from tracer.errors import quoted
 
 from ..gateway import AgentDefinition, Gateway, GatewayError
 from ..gateway._definition import ID_PATTERN
@@ -270,5 +271,5 @@ def memory_router(gateway: Gateway) -> APIRouter:
 
 def _checked_id(agent_id: str) -> str:
     if not re.fullmatch(ID_PATTERN, agent_id):
-        raise GatewayRequestError("agent_id", f"agent id {agent_id[:80]!r} must be 1-64 lowercase ASCII letters, digits, _ or -, starting with a letter or digit")
+        raise GatewayRequestError("agent_id", f"agent id {quoted(agent_id)} must be 1-64 lowercase ASCII letters, digits, _ or -, starting with a letter or digit")
     return agent_id

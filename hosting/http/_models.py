@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from agent import check_user_id
 from agent.errors import PersonalMemoryError
+from tracer.errors import quoted
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,199}$"
 SESSION_ID_RULE = "1-200 ASCII letters, digits or . _ : @ - (starting with a letter or digit)"
@@ -19,7 +20,7 @@ _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 def check_session_id(value: str) -> str:
     """``value`` when it is a valid session id; else a ValueError saying what a session id is."""
     if not _SESSION_ID.fullmatch(value):
-        raise ValueError(f"session id {value[:80]!r} must be {SESSION_ID_RULE}")
+        raise ValueError(f"session id {quoted(value)} must be {SESSION_ID_RULE}")
     return value
 
 

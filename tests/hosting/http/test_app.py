@@ -141,6 +141,8 @@ async def test_a_refused_stream_is_a_plain_json_error(client: httpx.AsyncClient,
         ('{"message": 5}', "invalid_request", "message"),
         ('{"message": "hi", "session_id": "has spaces"}', "invalid_request", "session_id"),
         ('{"message": "hi", "session_id": "日本"}', "invalid_request", "'日本' must be 1-200 ASCII letters"),
+        pytest.param('{"message": "hi", "session_id": "' + "a" * 1500 + '"}', "invalid_request",
+                     "session id '" + "a" * 79 + "…' must be", id="long-session-id"),  # cut, and saying so
         ('{"message": "hi", "colour": "red"}', "invalid_request", "colour"),
         ('{"decision": "yes"}', "invalid_request", "session_id"),
     ],
