@@ -37,7 +37,7 @@ from ._schema import APPLICATION, DROP_RUN_INDEXES, MIGRATIONS, SCHEMA_VERSION, 
 from ._store_reads import RUN_COLUMNS, RunReads, run_from_row
 from ._upkeep import NEVER, Upkeep
 from ._writer import JOURNAL_KEY, Bundle, StageRows, Writer
-from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError
+from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError, quoted
 
 DEFAULT_PATH = "footprint.duckdb"
 # DuckDB's memory limit is hard: a checkpoint that must pin more than it fails FATALLY and
@@ -496,10 +496,10 @@ class Store(RunReads):
         for ref in stage_ids:
             rows = self.query("SELECT id, run_id FROM fp_stage WHERE starts_with(id, ?) LIMIT 2", [ref])
             if not rows:
-                raise NotFoundError(f"no stage matches {ref!r} in {self.path}")
+                raise NotFoundError(f"no stage matches {quoted(ref)} in {self.path}")
             exact = [r for r in rows if r[0] == ref]
             if len(rows) > 1 and not exact:
-                raise NotFoundError(f"{ref!r} matches several stages in {self.path}; give more of the id")
+                raise NotFoundError(f"{quoted(ref)} matches several stages in {self.path}; give more of the id")
             stage_id, run_id = (exact or rows)[0]
             found[ref] = (str(stage_id), str(run_id))
         return found
@@ -534,9 +534,9 @@ class Store(RunReads):
         if exact:
             return str(exact[0])
         if not rows:
-            raise NotFoundError(f"no run matches {ref!r} in {self.path} (footprint runs lists them)")
+            raise NotFoundError(f"no run matches {quoted(ref)} in {self.path} (footprint runs lists them)")
         if len(rows) > 1:
-            raise NotFoundError(f"{ref!r} matches several runs in {self.path}; give more of the id")
+            raise NotFoundError(f"{quoted(ref)} matches several runs in {self.path}; give more of the id")
         return str(rows[0][0])
 
     def list_runs(self, where: RunFilter = RunFilter(), *, limit: int = 50, offset: int = 0) -> list[Run]:
