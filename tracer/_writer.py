@@ -418,8 +418,10 @@ class Writer:
                         self._on_error(exc)
                 finally:
                     self._writing = False
+            markers = [m for m in batch if type(m) is _Flush or m is _STOP]
+            del batch, bundles  # a flush returns with nothing of what it waited for held here
             stop = False
-            for marker in batch:
+            for marker in markers:
                 if isinstance(marker, _Flush):
                     marker.error = error or self._failure
                     marker.done.set()
