@@ -50,6 +50,8 @@ class RedactionPolicy:
     _keyset: frozenset[str] = field(init=False, repr=False, compare=False)
     _guards: tuple[tuple[str, bool], ...] | None = field(init=False, repr=False, compare=False)
     _key_needles: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
+    _key_fields: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _key_quoted: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _clean_keys: dict[str, None] = field(init=False, repr=False, compare=False)
     _clean_strings: dict[str, None] = field(init=False, repr=False, compare=False)
 
@@ -68,6 +70,14 @@ class RedactionPolicy:
         needles = tuple(n for k in self._keyset for n in (f'"{k}":', f'\\"{k}\\"')) \
             if plain and (guards or not compiled) else None
         object.__setattr__(self, "_key_needles", needles)
+        # a sensitive key's field in a text that is not JSON as a whole ('... {"token": "x"} ...')
+        fields = re.compile(
+            r'"(' + "|".join(re.escape(k) for k in sorted(self._keyset)) + r')"(\s*:\s*)'
+            r'(?:"(?!\[REDACTED\]")(?:[^"\\]|\\.)*"|[^\s"{\[,}\]][^\s,}\]]*)',
+            re.IGNORECASE,
+        ) if self._keyset else None
+        object.__setattr__(self, "_key_fields", fields)
+        object.__setattr__(self, "_key_quoted", tuple(f'"{k}"' for k in sorted(self._keyset)))
         # keys that are not sensitive and strings that text() leaves as they are, seen lately
         object.__setattr__(self, "_clean_keys", {})
         object.__setattr__(self, "_clean_strings", {})
@@ -100,7 +110,7 @@ class RedactionPolicy:
         A string that is itself JSON (a tool call's arguments, a JSON tool result) is masked by key
         inside, too: ``'{"password": "x"}'`` keeps its shape and loses the password.
         """
-        value = self._json_inside(value)
+        value = self._keys_inside(value)
         if self._guards is not None and value.isascii() and not self._may_match(value):
             return value if self.hook is None else self.hook(value)
         for pattern in self._compiled:
@@ -109,22 +119,35 @@ class RedactionPolicy:
             value = self.hook(value)
         return value
 
-    def _json_inside(self, value: str) -> str:
-        """``value`` with sensitive keys masked when it is a JSON object or array that has one."""
-        if not self._keyset or len(value) < 2:
+    def _keys_inside(self, value: str) -> str:
+        """``value`` with the values of sensitive keys masked: by key when it is a JSON object or
+        array (re-encoded, its shape kept), else in each of its sensitive key's JSON fields, wherever
+        they sit (a fragment pasted into a message: ``'... {"token": "x"} ...'``)."""
+        fields = self._key_fields
+        if fields is None or len(value) < 2 or '"' not in value:
             return value
-        start = value.lstrip()[:1]
-        if start not in ("{", "[") or '"' not in value:
+        if value.lstrip()[:1] in ("{", "["):
+            lowered = value.lower()
+            has_key = any(n in lowered for n in self._key_quoted)
+            if has_key or "\\u" in value:
+                try:
+                    parsed = json.loads(value)
+                except ValueError:
+                    parsed = None
+                if isinstance(parsed, dict | list):
+                    return self._masked_json(value, parsed)
+            if not has_key:
+                return value
+        elif '":' not in value and '" :' not in value:
             return value
-        lowered = value.lower()
-        if not any(f'"{k}"' in lowered for k in self._keyset) and "\\u" not in value:
-            return value
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return value
-        if not isinstance(parsed, dict | list):
-            return value
+        else:
+            lowered = value.lower()
+            if not any(n in lowered for n in self._key_quoted):
+                return value
+        return fields.sub(lambda m: f'"{m.group(1)}"{m.group(2)}"{MASK}"', value)
+
+    def _masked_json(self, value: str, parsed: dict[str, Any] | list[Any]) -> str:
+        """The JSON text ``value`` (``parsed``) masked by key, written in the same style."""
         masked = self.value(parsed)
         if masked == parsed:
             return value

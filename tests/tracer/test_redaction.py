@@ -29,8 +29,13 @@ def test_key_pattern_and_hook_rules() -> None:
         f"login with {MASK}, then {MASK}; url ?{MASK}&u=1"
     assert policy.text("the password is long") == "the password is long"  # no value given: nothing to mask
     # a JSON field pasted into a message (the text as a whole is not JSON): the quoted value goes
+    # its value is masked by key, the field keeping its shape (any sensitive key, any JSON scalar)
     assert policy.text('my settings: {"user": "ada", "Password" : "hunter 2"} ok') == \
-        f'my settings: {{"user": "ada", "{MASK}}} ok'
+        f'my settings: {{"user": "ada", "Password" : "{MASK}"}} ok'
+    assert policy.text('use {"token": "t-9\\"q", "API_KEY": 123, "secret": null, "user": "ada"}.') == \
+        f'use {{"token": "{MASK}", "API_KEY": "{MASK}", "secret": "{MASK}", "user": "ada"}}.'
+    assert policy.text('max token: 4096, {"max_tokens": 4096}') == 'max token: 4096, {"max_tokens": 4096}'
+    assert policy.text('{"x": 1} and "secret": {"nested": "kept"}') == '{"x": 1} and "secret": {"nested": "kept"}'
     assert policy.text("config {'passwd': 'x y'}") == f"config {{'{MASK}}}"
     assert policy.text('{"password": "x"}') == f'{{"password": "{MASK}"}}'  # whole JSON: masked by key, shape kept
     assert RedactionPolicy.none().is_noop and not policy.is_noop
