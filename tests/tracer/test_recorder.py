@@ -77,8 +77,8 @@ def test_a_stage_closed_inside_another_waits_for_the_stages_its_edges_start_at(t
     edge, or two with one source closed) is written once every source is."""
     store = Store.open(tmp_path / "s.duckdb")
     run = Recorder(store).start_run(agent="a", input="go")
-    with run.stage("inference", "turn 1") as inference:
-        pass
+    inference = run.stage("inference", "turn 1")
+    inference.close()
     batch = run.stage("tool_batch", "2 tool calls", after=[inference])
     one = run.stage("tool", "one edge", after=[batch], edge=EdgeKind.FORK, parent=batch)
     one.close()
