@@ -10,19 +10,15 @@ read rarely, and personal memory once per turn.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 
+from ..sessions._postgres_persistence import redact_dsn
 from ..sessions._stored import check_sql_name
 from ._sql import SqlAgents
 from .errors import AgentConflictError, AgentStoreError
-
-
-def _redact(dsn: str) -> str:
-    return re.sub(r"(password=)\S+", r"\1***", re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", dsn))
 
 
 class PostgresAgents(SqlAgents):
@@ -40,7 +36,7 @@ class PostgresAgents(SqlAgents):
         super().__init__(f'"{schema}"."{table}"', f'"{schema}"."{memory_table}"')
         self._table = table
         self.dsn = dsn
-        self.location = _redact(dsn)
+        self.location = redact_dsn(dsn)
         self._con: psycopg.AsyncConnection[Any] | None = None
         self._lock = asyncio.Lock()
         self._closed = False
@@ -52,7 +48,7 @@ class PostgresAgents(SqlAgents):
             psycopg.connect(self.dsn, connect_timeout=max(1, round(timeout))).close()
         except psycopg.Error as exc:
             raise AgentStoreError(f"cannot reach the agents repository {self.location}: "
-                                  f"{' '.join(_redact(str(exc)).split())}") from None
+                                  f"{' '.join(redact_dsn(str(exc)).split())}") from None
 
     async def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run one statement (autocommit) on the repository's connection."""
