@@ -346,18 +346,13 @@ class Store(RunReads):
             stats.update(checkpoints=self._upkeep.checkpoints, trims=self._upkeep.trims)
         return stats
 
-    @contextmanager
-    def committing(self) -> Iterator[None]:
+    def committing(self) -> AbstractContextManager[None]:
         """Hold the store for one write transaction made on a cursor of this store (the host's session
         store and agents repository write into the recordings file that way): the block's commit
         cannot overlap a cache trim, and the store checkpoints and trims after it when due. Use it
         around BEGIN ... COMMIT (or a single writing statement), not around another ``committing``
         block. See :mod:`tracer._upkeep`."""
-        if self._upkeep is None:
-            yield
-        else:
-            with self._upkeep.committing():
-                yield
+        return nullcontext() if self._upkeep is None else self._upkeep.committing()
 
     def reading(self) -> AbstractContextManager[None]:
         """Hold the store for reads made on a cursor of this store: they cannot overlap a cache trim
