@@ -28,6 +28,21 @@ DEFAULT_PATTERNS = (
     r"sk-[A-Za-z0-9_\-]{16,}",  # OpenAI-style secret keys
     r"(?i)bearer\s+[A-Za-z0-9._\-]{16,}",  # bearer tokens
     r"AKIA[0-9A-Z]{16}",  # AWS access key ids
+    r"ASIA[0-9A-Z]{16}",  # AWS temporary access key ids
+    r"AIza[0-9A-Za-z_\-]{35}",  # Google API keys
+    r"ghp_[A-Za-z0-9]{30,}",  # GitHub personal access tokens (classic) ...
+    r"gho_[A-Za-z0-9]{30,}",  # ... OAuth, user-to-server, server-to-server and refresh tokens
+    r"ghu_[A-Za-z0-9]{30,}",
+    r"ghs_[A-Za-z0-9]{30,}",
+    r"ghr_[A-Za-z0-9]{30,}",
+    r"github_pat_[A-Za-z0-9_]{22,}",  # GitHub fine-grained tokens
+    r"xox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack tokens
+    r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",  # JSON Web Tokens (header.payload.signature)
+    # a private key block, whole, or up to where a cut one ends (a quote, a backslash other than an
+    # escaped newline: the block inside a JSON text keeps the text JSON)
+    r"-----BEGIN[A-Z ]*PRIVATE KEY-----(?:(?!-----END)[^\"'\\]|\\[nrt])*(?:-----END[A-Z ]*PRIVATE KEY-----)?",
+    # the password of a URL ('postgresql://app:s3cret@db/x'): only the group named 'secret' is masked
+    r"://[^\s/:@\"']*:(?P<secret>[^\s/@\"']+)@",
     # password=... / passwd: ... pasted into text (a config line, a URL query), or a JSON or Python
     # field ('"password": "..."'); a value already masked is left as it is (a JSON text keeps its shape)
     r"(?i)passw(?:or)?d[\"']?\s*[=:]\s*(?:\"(?!\[REDACTED\]\")[^\"]*\"|'[^']*'|[^\s\"',;&]+)",
@@ -114,7 +129,7 @@ class RedactionPolicy:
         if self._guards is not None and value.isascii() and not self._may_match(value):
             return value if self.hook is None else self.hook(value)
         for pattern in self._compiled:
-            value = pattern.sub(MASK, value)
+            value = masked_matches(pattern, value)
         if self.hook is not None:
             value = self.hook(value)
         return value
@@ -243,6 +258,16 @@ class RedactionPolicy:
             return [self.value(v) for v in value]
         return value
 
+
+
+def masked_matches(pattern: re.Pattern[str], value: str) -> str:
+    """``value`` with each match of ``pattern`` replaced by the mask, or only its group named
+    ``secret`` when the pattern has one (a URL's password, its scheme, user and host kept)."""
+    group = pattern.groupindex.get("secret")
+    if group is None:
+        return pattern.sub(MASK, value)
+    return pattern.sub(lambda m: m.group(0)[:m.start(group) - m.start()] + MASK + m.group(0)[m.end(group) - m.start():],
+                       value)
 
 
 def _remember(seen: dict[str, None], text: str) -> None:

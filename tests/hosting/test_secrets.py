@@ -26,27 +26,37 @@ PASSWORD = "correct-horse-battery-staple"
 PASTED_PASSWORD = "tr0ub4dor-and-3"  # a JSON field pasted into a message: '{"password": "..."}'
 PROJECT_KEY = "sk-proj-" + "Ab3dEf6hIj9kLm2n" * 3
 BEARER = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abcdefghijklmnop"
-SECRETS = (API_KEY, PASSWORD, PASTED_PASSWORD, PROJECT_KEY, BEARER)
+GOOGLE_KEY = "AIza" + "Sy9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe_d-"
+GITHUB_TOKEN = "ghp_" + "Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe9Dc8"
+GITHUB_PAT = "github_pat_11ABCDEFG0" + "Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2" * 3
+SLACK_TOKEN = "xoxb-1234567890-" + "Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2"
+AWS_KEY = "AKIA" + "Z2Q3X4W5V6U7T2S3"
+ANTHROPIC_KEY = "sk-ant-api03-" + "Zq9Xw8Vu7Ts6_Rq5Po4Nm3Lk2-" * 3
+PRIVATE_KEY_BODY = "MIIEowIBAAKCAQEAzq9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe"
+URL_PASSWORD = "db-pw-Zq9Xw8Vu7"
+SECRETS = (API_KEY, PASSWORD, PASTED_PASSWORD, PROJECT_KEY, BEARER, GOOGLE_KEY, GITHUB_TOKEN, GITHUB_PAT, SLACK_TOKEN,
+           AWS_KEY, ANTHROPIC_KEY, PRIVATE_KEY_BODY, URL_PASSWORD)
 
 
 def _answer(request: ModelRequest) -> Any:
     text = request.last_user_text()
     if text == "log me in":
         if request.context[-1].item.kind != "tool_result":
-            return calls(("login", {"user": "ada", "password": PASSWORD}, "call-login"))
+            return calls(("login", {"user": "ada", "password": PASSWORD, "note": f"as {GITHUB_TOKEN}"}, "call-login"))
         return "logged in"
     if text == "use the other key":
-        raise ProviderError(f"401 Unauthorized: incorrect API key provided: {API_KEY}")
+        raise ProviderError(f"401 Unauthorized: incorrect API key provided: {API_KEY} (slack said {SLACK_TOKEN})")
     return f"noted: {text}"
 
 
 async def _login(arguments: dict[str, Any]) -> str:
-    return f"welcome {arguments['user']}"
+    return f"welcome {arguments['user']}, your deploy key is {AWS_KEY}"
 
 
 def _agent(recorder: Recorder) -> Agent:
     login = Tool("login", "Log in.", {"type": "object", "properties": {"user": {"type": "string"},
-                                                                        "password": {"type": "string"}}}, _login)
+                                                                        "password": {"type": "string"},
+                                                                        "note": {"type": "string"}}}, _login)
     return Agent("secrets", provider=FunctionModel(_answer), tools=[login], recorder=recorder)
 
 
@@ -78,7 +88,9 @@ async def test_no_secret_reaches_a_store_a_log_an_export_or_a_reply(tmp_path: Pa
         for message in (f"my key is {API_KEY}, keep it", "log me in", "use the other key", "still there?",
                         f"the database wants password={PASSWORD}",
                         f'my settings are {{"user": "ada", "password": "{PASTED_PASSWORD}"}}, key {PROJECT_KEY}',
-                        f"call it with Authorization: Bearer {BEARER} please"):
+                        f"call it with Authorization: Bearer {BEARER} please",
+                        f"keys: {GOOGLE_KEY}, {GITHUB_PAT}, {ANTHROPIC_KEY}, postgresql://app:{URL_PASSWORD}@db/x",
+                        f"-----BEGIN RSA PRIVATE KEY-----\n{PRIVATE_KEY_BODY}\n-----END RSA PRIVATE KEY-----"):
             reply = await client.post("/v1/turns", json={"message": message, "session_id": "ada"})
             replies.append(reply.text)
         failed = json.loads(replies[2])

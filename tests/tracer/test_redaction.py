@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracer import ContextItem, Item, Origin, Recorder, RedactionPolicy, Store
-from tracer._redaction import MASK
+from tracer._redaction import MASK, masked_matches
 
 SECRET_KEY = "sk-live-4f9a8b7c6d5e4f3a2b1c"
 SSN = "123-45-6789"
@@ -93,13 +93,15 @@ def test_redaction_can_be_switched_off(tmp_path: Path) -> None:
 def _scanned(policy: RedactionPolicy, value: str) -> str:
     """What text() returns without its literal guard: every pattern's substitution in turn."""
     for pattern in policy._compiled:
-        value = pattern.sub("[REDACTED]", value)
+        value = masked_matches(pattern, value)
     return value
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(["sk-", "SK-", "bearer ", "BeArEr\t", "AKIA", "akia", "x" * 16, "ABCDEFGHIJKLMNOP",
-                                 "0123456789abcdef", " ", "ſ", "é", "-", "_", "password", "PassWd", "=", ": "]),
+                                 "0123456789abcdef", " ", "ſ", "é", "-", "_", "password", "PassWd", "=", ": ",
+                                 "AIza", "ghp_", "github_pat_", "xoxb-", "eyJ", ".", "-----BEGIN", "PRIVATE KEY-----",
+                                 "://", "@", ":"]),
                 max_size=12).map("".join))
 def test_the_literal_guard_never_changes_what_is_masked(value: str) -> None:
     policy = RedactionPolicy()
@@ -162,3 +164,65 @@ def test_may_change_is_false_only_when_masking_changes_nothing(body: dict[str, o
     for policy in (RedactionPolicy(), RedactionPolicy.with_extra(keys=["name"]), RedactionPolicy.none()):
         if not policy.may_change(canonical_json(body)):
             assert policy.value(body) == body
+
+
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_URLSAFE = _ALNUM + "_-"
+
+
+def _token(prefix: str, alphabet: str, size: int) -> st.SearchStrategy[str]:
+    return st.text(alphabet, min_size=size, max_size=size).map(lambda body: prefix + body)
+
+
+# the credential shapes people paste: (the whole credential, the part that must not survive)
+_credentials = st.one_of(
+    _token("AIza", _URLSAFE, 35).map(lambda t: (t, t[4:])),
+    st.sampled_from(["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]).flatmap(lambda p: _token(p, _ALNUM, 36))
+    .map(lambda t: (t, t[4:])),
+    _token("github_pat_", _ALNUM + "_", 82).map(lambda t: (t, t[11:])),
+    st.sampled_from(["xoxb-", "xoxp-", "xoxa-", "xoxs-"]).flatmap(lambda p: _token(p, _ALNUM + "-", 40))
+    .map(lambda t: (t, t[5:])),
+    st.sampled_from(["AKIA", "ASIA"]).flatmap(lambda p: _token(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16))
+    .map(lambda t: (t, t[4:])),
+    _token("sk-ant-api03-", _URLSAFE, 60).map(lambda t: (t, t[13:])),
+    st.tuples(_token("eyJ", _URLSAFE, 20), _token("eyJ", _URLSAFE, 30), st.text(_URLSAFE, min_size=0, max_size=43))
+    .map(lambda p: (".".join(p), p[1] + "." + p[2])),
+    st.tuples(st.sampled_from(["RSA ", "EC ", "OPENSSH ", ""]), st.text(_ALNUM + "+/", min_size=24, max_size=64),
+              st.booleans())
+    .map(lambda p: (f"-----BEGIN {p[0]}PRIVATE KEY-----\n{p[1]}\n{p[1][::-1]}=="
+                    + (f"\n-----END {p[0]}PRIVATE KEY-----" if p[2] else ""), p[1])),
+    st.tuples(st.sampled_from(["postgresql", "https", "redis", "amqp"]), st.text(_ALNUM, max_size=8),
+              st.text(_ALNUM + "!$%*+-.~", min_size=6, max_size=20))
+    .map(lambda p: (f"{p[0]}://{p[1]}:{p[2]}@db.internal:5432/app", ":" + p[2] + "@")),
+)
+_around = st.sampled_from(["", " ", "my key is ", "\n", "(", "'", '"', "key=", "token: ", ", then "])
+
+
+@settings(max_examples=500, deadline=None)
+@given(_credentials, _around, _around)
+def test_a_pasted_credential_of_any_common_shape_is_masked(credential: tuple[str, str], before: str,
+                                                         after: str) -> None:
+    """Google API keys, GitHub, Slack and AWS tokens, Anthropic keys, JWTs, private key blocks and
+    URL passwords are masked wherever they sit: in free text, in a JSON text (a tool call's
+    arguments, a tool result) and in a JSON value's strings, under a key that says nothing."""
+    whole, secret = credential
+    policy = RedactionPolicy()
+    text = f"{before}{whole}{after}"
+    assert secret not in policy.text(text)
+    assert policy.text(text) == _scanned(policy, policy._keys_inside(text))
+    arguments = json.dumps({"query": text, "n": 1})
+    masked_arguments = policy.text(arguments)
+    assert secret not in masked_arguments and json.loads(masked_arguments)["n"] == 1
+    value = {"note": text, "rows": [{"detail": text}]}
+    assert secret not in json.dumps(policy.value(value))
+    assert secret not in policy.json_text(value)
+
+
+def test_a_url_keeps_all_but_its_password() -> None:
+    policy = RedactionPolicy()
+    assert policy.text("connect to postgresql://app:s3cr3t-pw@db:5432/x, not https://example.com:8080/a@b") == \
+        f"connect to postgresql://app:{MASK}@db:5432/x, not https://example.com:8080/a@b"
+    assert policy.text("redis://:hunter22@cache/0") == f"redis://:{MASK}@cache/0"
+    assert policy.text("git clone ssh://git@github.com/x.git") == "git clone ssh://git@github.com/x.git"
+    custom = RedactionPolicy.with_extra(patterns=[r"api-key=(?P<secret>\w+)"])
+    assert custom.text("send api-key=abc123 along") == f"send api-key={MASK} along"
