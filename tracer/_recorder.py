@@ -43,6 +43,7 @@ from ._records import (
     LeftOut,
     Origin,
     OriginKind,
+    Recorded,
     Run,
     RunStatus,
     SnapshotEntry,
@@ -51,7 +52,7 @@ from ._records import (
     kind_name,
 )
 from ._redaction import RedactionPolicy
-from ._rows import SnapshotPacker, item_row, pack_edges, pack_hashes
+from ._rows import SnapshotPacker, item_row, pack_edges, pack_hashes, unpack_entry
 from ._store import Store
 from ._writer import Bundle, StageRows
 from .errors import RecordingError
@@ -375,6 +376,7 @@ class StageRecording:
         "edges",
         "id",
         "kind",
+        "left_receipt",
         "name",
         "parent_id",
         "run",
@@ -398,6 +400,8 @@ class StageRecording:
         self._dropped: list[tuple[ContextItem, str]] | LeftOut = []
         self._outputs: list[Item] = []
         self._closed = False
+        # once closed: what its window left out, as a receipt a later stage may name (Recorded)
+        self.left_receipt: Recorded | None = None
 
     def origin(self, kind: OriginKind | str = OriginKind.STAGE, source: str | None = None) -> Origin:
         """An origin naming this stage (and an outside source, when ``kind`` is not ``stage``)."""
@@ -409,9 +413,19 @@ class StageRecording:
         self._check_open()
         self._inputs.extend(items)
         if isinstance(dropped, LeftOut) and not self._dropped:
-            self._dropped = LeftOut(*dropped.runs)  # (its own: a later call may extend it)
+            # (its own: a later call may extend it)
+            self._dropped = LeftOut(*dropped.runs, recorded=dropped.recorded)
+        elif isinstance(dropped, LeftOut) and dropped.recorded is not None:
+            raise RecordingError(f"stage {self.kind} {self.id}: a list naming recorded items (Recorded) must be "
+                                 "the first the stage is handed")
         else:
             self._dropped.extend(dropped)
+
+    def can_name(self, receipt: Recorded) -> bool:
+        """True when this stage may be handed ``receipt`` in place of the items it names: it comes
+        from this recorder, and no listener needs the items themselves."""
+        recorder = self.run.recorder
+        return recorder._snapshots.issued(receipt) and not recorder.listeners
 
     def output(
         self, item: Item, *, origin_kind: OriginKind | str = OriginKind.STAGE, source: str | None = None
@@ -461,7 +475,8 @@ class StageRecording:
         if self._inputs or self._dropped:
             # a session's inferences each see the context the last one saw and what was added since
             conversation = f"{run.session_id or run_id}\x00{self.kind}"
-            recorder._snapshots.add(bundle, run_id, self.id, self._inputs, self._dropped, conversation)
+            self.left_receipt = recorder._snapshots.add(bundle, run_id, self.id, self._inputs, self._dropped,
+                                                        conversation)
         run._written(self.id, bundle, edges)
         if recorder.listeners:
             recorder._notify("stage_closed", self._recorded(str(status), ended_at, error))
@@ -472,12 +487,17 @@ class StageRecording:
         policy = recorder.redaction
         run_id = self.run.id
         items: dict[str, Item] = {}
-        inputs = []
+        inputs: list[SnapshotEntry] = []
+        named = self._dropped.recorded if isinstance(self._dropped, LeftOut) else None
         entries = [(ci, True, None) for ci in self._inputs] + [(ci, False, d) for ci, d in self._dropped]
         for position, (ci, included, dropped_by) in enumerate(entries):
+            if named is not None and position == len(self._inputs):
+                inputs += _named_entries(named, len(inputs))
             stored = recorder.stored_item(ci.item)
             items[stored.hash] = stored
-            inputs.append(SnapshotEntry(position, stored.hash, ci.origin, included, dropped_by))
+            inputs.append(SnapshotEntry(len(inputs), stored.hash, ci.origin, included, dropped_by))
+        if named is not None and len(entries) == len(self._inputs):
+            inputs += _named_entries(named, len(inputs))
         outputs = []
         for item in self._outputs:
             stored = recorder.stored_item(item)
@@ -566,3 +586,9 @@ class _NullStage(StageRecording):
 
     def close(self, status: StageStatus | str = StageStatus.OK, error: str | None = None) -> None:
         self._closed = True
+
+
+def _named_entries(named: Recorded, start: int) -> list[SnapshotEntry]:
+    """The entries a receipt names, numbered from ``start`` (the items themselves are not at hand:
+    a listener gets their hashes and origins)."""
+    return [SnapshotEntry(start + n, *unpack_entry(e, {}), False, named.reason) for n, e in enumerate(named.entries())]

@@ -237,6 +237,33 @@ class ContextItem:
         return self.item.hash
 
 
+class Recorded:
+    """A receipt from a recorder: the list a recorded stage's window left out, by position in its
+    snapshot chain, so a later stage can name it instead of handing the items over again.
+
+    A stage's :attr:`StageRecording.left_receipt` after it closed. ``LeftOut(..., recorded=r)``
+    says "what ``r`` names (``r.count`` items, each left out by ``r.reason``), then these": the
+    recorder writes the same rows as for the items themselves, and whoever holds the conversation
+    need not keep the items ``r`` names in memory. ``base`` is the receipt the list was checked to
+    continue (the one the stage was handed, or, for a list of what fell out since, the chain's
+    last), None when it is the stage's own list of items.
+    """
+
+    __slots__ = ("_at", "_log", "_token", "base", "count", "reason", "stage_id")
+
+    def __init__(self, count: int, reason: str, base: Recorded | None, stage_id: str,
+                 token: object, log: list[str], at: int) -> None:
+        self.count, self.reason, self.base, self.stage_id = count, reason, base, stage_id
+        self._token, self._log, self._at = token, log, at
+
+    def entries(self) -> list[str]:
+        """The packed entries it names (see :mod:`tracer._rows`)."""
+        return self._log[self._at:self._at + self.count]
+
+    def __repr__(self) -> str:
+        return f"Recorded({self.count} x {self.reason!r} by {self.stage_id})"
+
+
 class LeftOut(Sequence[tuple[ContextItem, str]]):
     """What a stage's context left out, and why: ``(item, reason)`` pairs, held as runs of items
     left out for one reason.
@@ -245,13 +272,25 @@ class LeftOut(Sequence[tuple[ContextItem, str]]):
     ``stage.inputs(items, dropped=LeftOut((history[:start], "memory_window")))`` hands that list to
     the recorder as it is, without a pair per message (pairs made at every call grow with the
     conversation, and so does the garbage collector's work over them).
+
+    ``recorded`` (a :class:`Recorded`) names items left out before the runs without holding them;
+    the sequence (``len``, iteration) is the runs' items only, :attr:`total` counts both.
     """
 
-    __slots__ = ("_length", "runs")
+    __slots__ = ("_length", "recorded", "runs")
 
-    def __init__(self, *runs: tuple[Sequence[ContextItem], str]) -> None:
+    def __init__(self, *runs: tuple[Sequence[ContextItem], str], recorded: Recorded | None = None) -> None:
         self.runs: list[tuple[Sequence[ContextItem], str]] = [(items, reason) for items, reason in runs if items]
         self._length = sum(len(items) for items, _ in self.runs)
+        self.recorded = recorded if recorded is not None and recorded.count else None
+
+    @property
+    def total(self) -> int:
+        """How many items were left out: those :attr:`recorded` names and the runs'."""
+        return self._length + (self.recorded.count if self.recorded is not None else 0)
+
+    def __bool__(self) -> bool:
+        return bool(self._length or self.recorded)
 
     def extend(self, pairs: Iterable[tuple[ContextItem, str]]) -> None:
         """Add ``pairs`` after the runs held."""
@@ -266,8 +305,9 @@ class LeftOut(Sequence[tuple[ContextItem, str]]):
         return [ci for items, _ in self.runs for ci in items]
 
     def reasons(self) -> list[str]:
-        """The reasons, each once, in order."""
-        return list(dict.fromkeys(reason for _, reason in self.runs))
+        """The reasons, each once, in order (:attr:`recorded`'s first)."""
+        first = [self.recorded.reason] if self.recorded is not None else []
+        return list(dict.fromkeys([*first, *(reason for _, reason in self.runs)]))
 
     def __len__(self) -> int:
         return self._length
@@ -297,11 +337,14 @@ class LeftOut(Sequence[tuple[ContextItem, str]]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LeftOut | list | tuple):
+            if getattr(other, "recorded", None) is not self.recorded:
+                return False
             return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=False))
         return NotImplemented
 
     def __repr__(self) -> str:
-        return f"LeftOut({', '.join(f'{len(items)} x {reason!r}' for items, reason in self.runs)})"
+        runs = [f"{len(items)} x {reason!r}" for items, reason in self.runs]
+        return f"LeftOut({', '.join([repr(self.recorded), *runs] if self.recorded else runs)})"
 
 
 @dataclass(frozen=True, slots=True)

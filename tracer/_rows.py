@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._records import ContextItem, Edge, Item, LeftOut, Origin, SnapshotEntry
+from ._records import ContextItem, Edge, Item, LeftOut, Origin, Recorded, SnapshotEntry
 from ._schema import ENTRY_SEP, FIELD_NULL, FIELD_SEP
 from ._writer import Bundle, StageRows
 
@@ -78,11 +78,15 @@ class _ChainEnd:
     stage_id: str
     log: list[str]  # the chain's log: every conversation entry its rows added, in order
     low: int  # the last snapshot's conversation is log[low:]
-    # what the last snapshots left out, when it is log[left_at:left_at + len(left)], each left out by
-    # left_by (a row that lists only what fell out since adds its list; one that leaves nothing out keeps it)
+    # what the last snapshots left out, when it is log[left_at:left_at + left_count], each left out by
+    # left_by (None: nothing known; a row that lists only what fell out since adds its list; one that
+    # leaves nothing out keeps it): its items when they were handed over (not when a receipt named
+    # them), and the receipt a later row may name it by
     left: list[ContextItem] | None = None
+    left_count: int = 0
     left_at: int = 0
     left_by: str | None = None
+    receipt: Recorded | None = None
 
 
 # Where a snapshot's row stands in its chain (the columns ``tracer._schema`` describes), as
@@ -181,12 +185,15 @@ class SnapshotPacker:
         items: Sequence[ContextItem],
         dropped: Sequence[tuple[ContextItem, str]],
         conversation: str | None = None,
-    ) -> None:
+    ) -> Recorded | None:
         """A stage's snapshot (``items`` sent, then ``dropped`` with why) into ``bundle``: one
         ``fp_snapshot`` row, or (a value holding a separator) ``fp_entry`` rows one by one.
 
         What the window left out grows with the conversation, and most of it is what the chain's
-        last row left out: those entries are not packed again (see :meth:`_left_in_log`).
+        last row left out: those entries are not packed again (see :meth:`_left_in_log`). A
+        :class:`LeftOut` may name that part by the receipt this returned for an earlier row
+        (:class:`Recorded`) instead of holding its items; the rows are the same. Returns the
+        receipt of what this row left out, when it is a part of the chain's log for one reason.
         """
         packed = self._packed(items, bundle)
         if not dropped and self._chaining and "" not in packed:  # the usual case: nothing left out
@@ -194,7 +201,10 @@ class SnapshotPacker:
             with self._lock:
                 row, added = self._place(conversation or run_id, stage_id, packed[head:end], [], [], None)
             self._add_row(bundle, run_id, stage_id, packed, row, added, head, end, [], [])
-            return
+            return None
+        recorded = dropped.recorded if isinstance(dropped, LeftOut) else None
+        if recorded is not None and not self.issued(recorded):
+            raise ValueError(f"stage {stage_id}: {recorded!r} was issued by another recorder")
         if isinstance(dropped, LeftOut):  # runs of items left out for one reason: no pair per item
             left_items, why = dropped.items(), dropped.reasons()
         else:
@@ -205,35 +215,52 @@ class SnapshotPacker:
         one_reason = why[0] if len(why) == 1 else None
         if not unpackable and "" not in packed and self._chaining and one_reason is not None:
             with self._lock:
-                placed = self._place_sliding(key, stage_id, items, packed, left_items, one_reason, bundle)
+                placed = self._place_sliding(key, stage_id, items, packed, left_items, one_reason, bundle, recorded)
+                receipt = self._issued(key, stage_id)
             if placed is not None:
                 self._add_row(bundle, run_id, stage_id, packed, *placed, [], [])
-                return
-        left = self._packed(left_items, bundle)
-        reasons = [reason for _, reason in dropped] if dropped else []
+                return receipt
+        named = recorded.entries() if recorded is not None else []
+        left = [*named, *self._packed(left_items, bundle)]
+        reasons = [recorded.reason] * recorded.count if recorded is not None else []
+        reasons += [reason for _, reason in dropped] if dropped else []
         if unpackable or "" in packed or "" in left:
             with self._lock:
                 self._chains.pop(key, None)
-            entries = [*items, *left_items]
-            for position, ci in enumerate(entries):  # a value holds a separator: these rows go one by one
-                o = ci.origin
+            origins: dict[str, Origin] = {}
+            entries = [(self._sent.get(ci.item.hash) or self._stored_hash(ci.item, bundle), ci.origin) for ci in items]
+            entries += [unpack_entry(e, origins) for e in named]
+            entries += [(self._sent.get(ci.item.hash) or self._stored_hash(ci.item, bundle), ci.origin)
+                        for ci in left_items]
+            for position, (item_hash, o) in enumerate(entries):  # a value holds a separator: rows one by one
                 included = position < len(items)
                 reason = None if included else reasons[position - len(items)]
-                item_hash = self._sent.get(ci.item.hash) or self._stored_hash(ci.item, bundle)
                 bundle.add("fp_entry", (run_id, stage_id, position, item_hash, o.kind, o.run_id, o.stage_id, o.source,
                                         included, reason))
-            return
+            return None
         if not self._chaining:  # whole, as schema 2 stored every snapshot
-            flags = "1" * len(items) + "0" * len(dropped)
-            packed_dropped = ENTRY_SEP.join([FIELD_NULL] * len(items) + reasons) if dropped else ""
+            flags = "1" * len(items) + "0" * len(left)
+            packed_dropped = ENTRY_SEP.join([FIELD_NULL] * len(items) + reasons) if left else ""
             bundle.add("fp_snapshot", (run_id, stage_id, ENTRY_SEP.join([*packed, *left]), flags, packed_dropped,
                                        stage_id, 0, 0, 0, len(packed) + len(left), 0, 0, 0, 0, None))
-            return
+            return None
         head, end = _split(items)
         with self._lock:
-            row, added = self._place(key, stage_id, packed[head:end], left, left_items, one_reason)
+            row, added = self._place(key, stage_id, packed[head:end], left, None if recorded else left_items,
+                                     one_reason, recorded)
+            receipt = self._issued(key, stage_id)
         self._add_row(bundle, run_id, stage_id, packed, row, added, head, end,
                       left if row[6] is None else [], reasons)
+        return receipt
+
+    def issued(self, receipt: Recorded) -> bool:
+        """True when this packer issued ``receipt`` (only its own receipts name its rows' entries)."""
+        return receipt._token is self._token
+
+    def _issued(self, key: str, stage_id: str) -> Recorded | None:
+        end = self._chains.get(key)
+        receipt = end.receipt if end is not None else None
+        return receipt if receipt is not None and receipt.stage_id == stage_id else None
 
     def _add_row(
         self, bundle: Bundle | StageRows, run_id: str, stage_id: str, packed: list[str], row: ChainRow,
@@ -258,14 +285,14 @@ class SnapshotPacker:
 
     def _place_sliding(
         self, key: str, stage_id: str, items: Sequence[ContextItem], packed: list[str], left_items: list[ContextItem],
-        reason: str, bundle: Bundle | StageRows,
+        reason: str, bundle: Bundle | StageRows, recorded: Recorded | None,
     ) -> tuple[ChainRow, list[str], int, int] | None:
         """The row of a snapshot that continues its conversation's chain and left out, for one
         reason, a part of the chain's log found without packing again what the last row left out
         (the usual case: the window slid forward); None when it is not that case (:meth:`_place`
         then does it the long way, to the same effect)."""
         end = self._chains.get(key)
-        if end is None or stage_id <= end.stage_id or end.left is None or end.left_by != reason:
+        if end is None or stage_id <= end.stage_id or end.left_by is None or end.left_by != reason:
             return None
         head, stop = _split(items)
         middle = packed[head:stop]
@@ -273,53 +300,69 @@ class SnapshotPacker:
         if i < 0:
             return None
         log_start, low, added = _extend(end, middle, i)
-        at, remembered_at, remembered = self._left_in_log(end, left_items, bundle)
+        at, remembered_at, remembered, count, base = self._left_in_log(end, left_items, bundle, recorded)
         if at < 0:
             del end.log[log_start:]  # as it was: _place links the row
             return None
         self._link(key, end, stage_id, low)
-        self._remember_left(end, remembered, remembered_at, reason)
-        return (end.chain, end.link, log_start, low, at, at + len(left_items), reason), added, head, stop
+        self._remember_left(end, remembered, count, remembered_at, reason, base, stage_id)
+        length = len(left_items) + (recorded.count if recorded is not None else 0)
+        return (end.chain, end.link, log_start, low, at, at + length, reason), added, head, stop
 
     def _left_in_log(
-        self, end: _ChainEnd, left_items: list[ContextItem], bundle: Bundle | StageRows
-    ) -> tuple[int, int, list[ContextItem]]:
-        """Where ``left_items`` lie in the chain's log (-1 when not found cheaply), and the part of
-        the log left out to remember for the next row: where it starts, and its items.
+        self, end: _ChainEnd, left_items: list[ContextItem], bundle: Bundle | StageRows, recorded: Recorded | None,
+    ) -> tuple[int, int, list[ContextItem] | None, int, Recorded | None]:
+        """Where the left-out list (what ``recorded`` names, then ``left_items``) lies in the chain's
+        log (-1 when not found cheaply), and the part of the log left out to remember for the next
+        row: where it starts, its items (None: not all at hand), its length and the receipt it was
+        checked to continue (see :class:`Recorded`).
 
-        The last rows left out ``end.left`` from ``end.left_at`` on. When this one's list begins
-        with those very items (the last one the same object: an edit, a rewind or a reload from a
-        store makes new ones), only the rest is packed and compared with the log after them. Else (the
-        list is what fell out since the last one's, see ``dropped_since``) it is looked for right
-        after the last one's, and what is remembered is both lists: the next run lists the whole
-        of it again, and finds it so without packing it again.
+        The last rows left out ``end.left_count`` entries from ``end.left_at`` on. When this one's
+        list begins with them — named by their receipt, or the very items the last row was handed
+        (the last one the same object: an edit, a rewind or a reload from a store makes new ones) —
+        only the rest is packed and compared with the log after them. Else (the list is what fell
+        out since the last one's, see ``dropped_since``) it is looked for right after the last
+        one's, and what is remembered is both lists: the next run lists the whole of it again, and
+        finds it so without packing it again.
         """
-        previous = end.left
-        assert previous is not None
-        kept = len(previous)
+        previous, kept = end.left, end.left_count
+        remembered: list[ContextItem] | None
+        if recorded is not None:
+            if recorded is not end.receipt:
+                return -1, 0, None, 0, None
+            at, rest = end.left_at, left_items
+            remembered_at, remembered, base = at, None, recorded
         # (one comparison in C, of the same objects mostly; equal items pack to the same entries)
-        if len(left_items) >= kept and left_items[kept - 1] is previous[-1] and left_items[:kept] == previous:
+        elif previous is not None and len(left_items) >= kept and left_items[kept - 1] is previous[-1] \
+                and left_items[:kept] == previous:
             at, rest = end.left_at, left_items[kept:]
-            remembered_at, remembered = at, left_items
+            remembered_at, remembered, base = at, left_items, None
         else:
             at, rest = end.left_at + kept, left_items
-            remembered_at, remembered, kept = end.left_at, [*previous, *left_items], 0
+            remembered_at, base = end.left_at, end.receipt
+            remembered = None if previous is None else [*previous, *left_items]
+            kept = 0
         new = self._packed(rest, bundle)
         if "" in new or end.log[at + kept:at + kept + len(new)] != new:
-            return -1, 0, []
-        return at, remembered_at, remembered
+            return -1, 0, None, 0, None
+        count = end.left_count + len(rest)
+        return at, remembered_at, remembered, count, base
 
-    @staticmethod
-    def _remember_left(end: _ChainEnd, left_items: list[ContextItem], at: int, reason: str | None) -> None:
-        """Keep what a row left out (when it is the log's part from ``at``, for ``reason``) for the next row."""
-        if reason is None or at < 0 or not left_items:
-            end.left, end.left_at, end.left_by = None, 0, None
+    def _remember_left(
+        self, end: _ChainEnd, left_items: list[ContextItem] | None, count: int, at: int, reason: str | None,
+        base: Recorded | None, stage_id: str,
+    ) -> None:
+        """Keep what a row left out (``count`` entries of the log from ``at``, for ``reason``; its items
+        when at hand) for the next row, with a receipt naming it."""
+        if reason is None or at < 0 or not count:
+            end.left, end.left_count, end.left_at, end.left_by, end.receipt = None, 0, 0, None, None
         else:
-            end.left, end.left_at, end.left_by = left_items, at, reason
+            end.left, end.left_count, end.left_at, end.left_by = left_items, count, at, reason
+            end.receipt = Recorded(count, reason, base, stage_id, self._token, end.log, at)
 
     def _place(
-        self, key: str, stage_id: str, middle: list[str], left: list[str], left_items: list[ContextItem],
-        one_reason: str | None,
+        self, key: str, stage_id: str, middle: list[str], left: list[str], left_items: list[ContextItem] | None,
+        one_reason: str | None, recorded: Recorded | None = None,
     ) -> tuple[ChainRow, list[str]]:
         """The chain row of a snapshot whose conversation part is ``middle`` and which left ``left``
         out, and the entries it appends to the chain's log.
@@ -339,13 +382,13 @@ class SnapshotPacker:
                 self._link(key, end, stage_id, low)
                 if one_reason is None:
                     if left:  # (several reasons: not a part of the log)
-                        end.left = None
+                        self._remember_left(end, None, 0, -1, None, None, stage_id)
                     # else it left nothing out (a call after a tool's that nothing more fell out of):
                     # what the rows before it left out still lies in the log (it only grows), and
                     # the next run's list begins with it
                     return (end.chain, end.link, log_start, low, 0, 0, None), added
                 at = _find(end.log, left)
-                self._remember_left(end, left_items, at, one_reason)
+                self._remember_left(end, left_items, len(left), at, one_reason, recorded, stage_id)
                 row = (end.chain, end.link, log_start, low, *((at, at + len(left), one_reason) if at >= 0 else (0, 0, None)))
                 return row, added
         # a chain of its own: its log is what it left out (when for one reason), then its conversation
@@ -358,7 +401,7 @@ class SnapshotPacker:
         else:  # the conversation's last chain ends here: its end is this one's (a tool's every call)
             end.chain, end.link, end.stage_id, end.log, end.low = stage_id, 0, stage_id, log, len(in_log)
             chains.move_to_end(key)
-        self._remember_left(end, left_items, 0 if in_log else -1, one_reason)
+        self._remember_left(end, left_items, len(left), 0 if in_log else -1, one_reason, recorded, stage_id)
         if not in_log:
             return (stage_id, 0, 0, 0, 0, 0, None), middle  # (not the log: it grows under the next call)
         return (stage_id, 0, 0, len(in_log), 0, len(in_log), one_reason), log[:]

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracer import ContextItem, Item, Origin, Recorder, Store
+from tracer import ContextItem, Item, LeftOut, Origin, Recorded, Recorder, Store
 from tracer._journal import decode_bundle, encode_bundle
 from tracer._rows import SnapshotPacker
 from tracer._writer import StageRows
@@ -313,4 +313,187 @@ def test_a_recorded_conversation_holds_little_beyond_its_text(tmp_path: Path) ->
     text = sum(sys.getsizeof(m.item.body.get("text", m.item.body.get("content", ""))) for m in messages)
     beyond = (_held_bytes(list(messages)) - text) / len(messages)
     assert beyond < 800, beyond
+    store.close()
+
+
+# ---------------------------------------------------------------------- a left-out list named by its receipt
+
+
+class _Holder:
+    """A conversation as a standing host holds it: once a recorded call's window left its first
+    messages out and the recorder gave a receipt for them, only the messages after them are held
+    (the others are None here: the store has them), and the next call names them by the receipt.
+
+    ``receipts=False`` hands every call its whole list as items (the recorder's other path): both
+    must write the same rows."""
+
+    def __init__(self, recorder: Recorder, name: str, *, receipts: bool) -> None:
+        self.recorder, self.name, self.receipts = recorder, name, receipts
+        self.messages: list[ContextItem | None] = []  # None: not held (the receipt names it)
+        self.receipt: Recorded | None = None  # names messages[:receipt.count]
+        self.named = 0  # calls that named a receipt
+        self.stored: list[ContextItem] = []  # the session store's copy
+
+    def _load(self) -> None:
+        """Read the whole conversation back, as new objects (what a host does when it must)."""
+        self.messages = [ContextItem(m.item, m.origin) for m in self.stored]
+        self.receipt = None
+
+    def rewind(self, keep: int) -> None:
+        del self.stored[keep:]
+        if self.receipt is not None and keep < self.receipt.count:
+            self._load()  # (what the receipt names changed)
+        del self.messages[keep:]
+
+    def edit(self, at: int, text: str) -> None:
+        origin = self.stored[at].origin
+        self.stored[at] = ContextItem(Item.of_text("user", text), origin)
+        if self.messages[at] is None:
+            self._load()
+        self.messages[at] = self.stored[at]
+
+    def reload(self) -> None:
+        self._load()
+
+    def _append(self, ci: ContextItem) -> None:
+        self.messages.append(ci)
+        self.stored.append(ci)
+
+    def _left_out(self, stage: Any, start: int, left_from: int) -> tuple[LeftOut, Recorded | None]:
+        receipt = self.receipt
+        if left_from or receipt is None or receipt.count > start or not stage.can_name(receipt):
+            assert all(m is not None for m in self.messages[left_from:start])
+            return LeftOut((self.messages[left_from:start], "memory_window")), None  # type: ignore[arg-type]
+        self.named += 1
+        return LeftOut((self.messages[receipt.count:start], "memory_window"), recorded=receipt), receipt  # type: ignore[arg-type]
+
+    def _took(self, stage: Any, start: int, given: Recorded | None, before: Recorded | None, since: bool) -> None:
+        """Keep the receipt the call's stage got when it names what this holder left out."""
+        got = stage.left_receipt
+        if got is not None and got.count == start and got.base is (before if since else given):
+            self.receipt = got
+            if self.receipts:
+                self.messages[:start] = [None] * start
+
+    def turn(self, text: str, *, window: int | None, tool: bool, since: bool) -> None:
+        run = self.recorder.start_run(agent="a", input=text, session_id=self.name)
+        with run.stage("prompt", "compose") as prompt:
+            system = [prompt.output(Item.of_text("prompt_section", "be brief"), origin_kind="prompt_section",
+                                    source="base")]
+        with run.stage("input", "user") as given_input:
+            self._append(given_input.output(Item.of_text("user", text), origin_kind="user", source="input"))
+        tail = [ContextItem(Item.of_text("tool_definition", "lookup"), Origin("config", source="tool:lookup"))]
+        left_before, before = 0, None
+        for call in range(2 if tool else 1):
+            start = 0 if window is None else max(0, len(self.messages) - window)
+            if start < (self.receipt.count if self.receipt is not None else 0):
+                self._load()  # the window let back in what is not held
+            items = [*system, *self.messages[start:], *tail]
+            assert all(m is not None for m in items)
+            with run.stage("inference", f"call {call}") as inference:
+                fell = since and call and left_before <= start
+                if start and self.receipts:
+                    dropped, given = self._left_out(inference, start, left_before if fell else 0)
+                elif start:
+                    dropped = LeftOut((self.messages[left_before if fell else 0:start], "memory_window"))  # type: ignore[arg-type]
+                    given = None
+                else:
+                    dropped, given = LeftOut(), None
+                inference.inputs(items, dropped=dropped)  # type: ignore[arg-type]
+                if tool and call == 0:
+                    self._append(inference.output(Item("tool_call", {"id": "c", "name": "lookup", "arguments": "{}"})))
+                    self._append(ContextItem(Item("tool_result", {"call_id": "c", "name": "lookup", "content": text,
+                                                                 "is_error": False}), Origin("stage", run.id, inference.id)))
+                else:
+                    self._append(inference.output(Item.of_text("assistant", f"re: {text}")))
+            if start:
+                self._took(inference, start, given, before, bool(fell))
+            left_before, before = start, self.receipt
+        run.end("answered", output=f"re: {text}")
+
+
+_SNAPSHOT_ROWS = ("SELECT * FROM fp_snapshot ORDER BY stage_id", "SELECT * FROM fp_entry ORDER BY stage_id, position")
+
+
+def _rows_of(path: Path, turns: list[tuple[int | None, bool, str, bool]], *, receipts: bool,
+             monkeypatch: pytest.MonkeyPatch) -> tuple[list[list[tuple[Any, ...]]], int]:
+    counter = iter(range(1, 1_000_000))
+    monkeypatch.setattr("tracer._recorder.new_id", lambda prefix: f"{prefix}-{next(counter):09d}")
+    store = Store.open(path)
+    holder = _Holder(Recorder(store), "h", receipts=receipts)
+    for n, (window, tool, change, since) in enumerate(turns):
+        if change == "rewind" and len(holder.stored) > 2:
+            holder.rewind(len(holder.stored) // 2)
+        elif change == "edit" and holder.stored:
+            holder.edit(0, f"edited {n}")
+        elif change == "reload":
+            holder.reload()
+        holder.turn(f"t{n}", window=window, tool=tool, since=since)
+    store.flush()
+    rows = [store.query(q) for q in _SNAPSHOT_ROWS]
+    store.close()
+    return rows, holder.named
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(1, 9)), st.booleans(),
+                          st.sampled_from(["", "", "", "rewind", "edit", "reload"]), st.booleans()),
+                min_size=1, max_size=24))
+def test_a_list_named_by_its_receipt_writes_the_rows_its_items_do(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+    turns: list[tuple[int | None, bool, str, bool]],
+) -> None:
+    """Random conversations (windows, tool turns whose second call lists what fell out since,
+    rewinds, edits, reloads): a holder that drops the messages a receipt names and hands the
+    receipt instead writes exactly the rows of one that hands every item."""
+    base = tmp_path_factory.mktemp("receipts")
+    items_rows, _ = _rows_of(base / "items.duckdb", turns, receipts=False, monkeypatch=monkeypatch)
+    named_rows, _ = _rows_of(base / "named.duckdb", turns, receipts=True, monkeypatch=monkeypatch)
+    assert named_rows == items_rows
+
+
+def test_a_long_conversation_named_by_receipts_holds_only_its_window_and_reads_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    turns = [(8, n % 3 == 2, "", n % 2 == 0) for n in range(200)]
+    items_rows, _ = _rows_of(tmp_path / "items.duckdb", turns, receipts=False, monkeypatch=monkeypatch)
+    named_rows, named = _rows_of(tmp_path / "named.duckdb", turns, receipts=True, monkeypatch=monkeypatch)
+    assert named > 190  # every call after the first few named what the window left out by its receipt
+    assert named_rows == items_rows
+
+
+def test_a_receipt_is_named_only_to_its_recorder_and_a_listener_gets_what_it_names(tmp_path: Path) -> None:
+    from tracer import RecordedStage, RecordingListener, RecordingError
+
+    seen: list[RecordedStage] = []
+
+    class Keep(RecordingListener):
+        def stage_closed(self, recorded: RecordedStage) -> None:
+            seen.append(recorded)
+
+    store = Store.open(tmp_path / "s.duckdb")
+    recorder, other = Recorder(store), Recorder(store)
+    holder = _Holder(recorder, "r", receipts=True)
+    for n in range(6):
+        holder.turn(f"t{n}", window=2, tool=False, since=False)
+    receipt = holder.receipt
+    assert receipt is not None and receipt.count == len(holder.messages) - 3
+    run = other.start_run(agent="a", input="x", session_id="r")
+    stage = run.stage("inference", "call")
+    assert not stage.can_name(receipt)  # another recorder's rows
+    stage.inputs([], dropped=LeftOut(recorded=receipt))
+    with pytest.raises(RecordingError, match="must be the first"):
+        stage.inputs([], dropped=LeftOut(recorded=receipt))
+    with pytest.raises(ValueError, match="another recorder"):
+        stage.close()
+    recorder.listeners.append(Keep())
+    run = recorder.start_run(agent="a", input="x", session_id="r")
+    with run.stage("inference", "call") as stage:
+        assert not stage.can_name(receipt)  # a listener wants the items themselves
+        kept = [m for m in holder.messages[receipt.count:] if m is not None]
+        stage.inputs(kept[-1:], dropped=LeftOut(recorded=receipt))
+    entries = seen[-1].inputs
+    assert [e.included for e in entries] == [True] + [False] * receipt.count
+    assert [e.item_hash for e in entries[1:]] == [m.item.hash for m in holder.stored[:receipt.count]]
+    assert {e.dropped_by for e in entries[1:]} == {"memory_window"}
     store.close()
