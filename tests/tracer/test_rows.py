@@ -463,7 +463,7 @@ def test_a_long_conversation_named_by_receipts_holds_only_its_window_and_reads_b
 
 
 def test_a_receipt_is_named_only_to_its_recorder_and_a_listener_gets_what_it_names(tmp_path: Path) -> None:
-    from tracer import RecordedStage, RecordingListener, RecordingError
+    from tracer import RecordedStage, RecordingError, RecordingListener
 
     seen: list[RecordedStage] = []
 
