@@ -587,6 +587,9 @@ class _NullStage(StageRecording):
     def close(self, status: StageStatus | str = StageStatus.OK, error: str | None = None) -> None:
         self._closed = True
 
+    def can_name(self, receipt: Recorded) -> bool:
+        return False  # (nothing is recorded: no receipt is issued, and none names what a stage left out)
+
 
 def _named_entries(named: Recorded, start: int) -> list[SnapshotEntry]:
     """The entries a receipt names, numbered from ``start`` (the items themselves are not at hand:
