@@ -60,6 +60,9 @@ def _unopenable_message(path: str, duckdb_error: str) -> str:
     if "permission denied" in duckdb_error.lower():
         where = path if file.exists() else f"{path} in {parent}"
         return f"cannot open {where}: permission denied (check who owns it and its mode, or pass another --db)"
+    if "read-only file system" in duckdb_error.lower():
+        return (f"cannot write {path}: it is on a read-only file system (the reading commands - runs, show, "
+                f"why, sql - still open an existing store there; to record, pass a --db on a writable disk)")
     return f"{path} is not a footprint store (not a readable DuckDB file: {duckdb_error})"
 
 

@@ -413,6 +413,28 @@ def test_a_directory_is_refused(tmp_path: Path) -> None:
         Store.open(tmp_path)
 
 
+def test_a_store_on_a_read_only_file_system_is_not_called_unreadable(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening for writing on a read-only mount (EROFS: even root cannot write) says so, for an existing
+    store and for a new one; it used to say the file 'is not a footprint store'."""
+    existing = tmp_path / "fp.duckdb"
+    Store.open(existing).close()
+    real_connect = duckdb.connect
+
+    def read_only_mount(path: str, read_only: bool = False, config: object = None) -> duckdb.DuckDBPyConnection:
+        if not read_only:
+            raise duckdb.IOException(f'IO Error: Cannot open file "{path}": Read-only file system')
+        return real_connect(path, read_only=True)
+
+    monkeypatch.setattr("tracer._lock.duckdb.connect", read_only_mount)
+    for path in (existing, tmp_path / "new.duckdb"):
+        with pytest.raises(StoreError) as caught:
+            Store.open(path)
+        assert "read-only file system" in str(caught.value) and "not a footprint store" not in str(caught.value)
+    with Store.open(existing, read_only=True) as reader:  # reading it still works
+        assert reader.list_runs() == []
+
+
 def test_a_missing_file_is_not_created_for_reading(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no footprint store"):
         Store.open(tmp_path / "missing.duckdb", read_only=True)
