@@ -23,6 +23,7 @@ from typing import Any
 import uvicorn
 
 from ._durable import DurableHost
+from ._protocol import json_error_protocol
 from ._standing import StandingAgent
 from .errors import HostFailedError
 from .http import create_app
@@ -103,6 +104,7 @@ def serve(
         app, host=bind, port=port, log_level=log_level, lifespan="on",
         # uvicorn waits this long for open requests; the host's own grace stops turns before it
         timeout_graceful_shutdown=int(shutdown_grace) + 15, access_log=False,
+        http=json_error_protocol(),  # a request uvicorn cannot parse is answered in the host's JSON too
     )
     server = _Server(config, host, shutdown_grace)
 

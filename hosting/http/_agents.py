@@ -36,7 +36,7 @@ from ..gateway import AgentDefinition, Gateway, GatewayError
 from ..gateway._definition import ID_PATTERN
 from ..gateway.errors import GatewayRequestError, MemoryRecordNotFoundError
 from ._errors import error_body
-from ._models import MAX_MESSAGE_CHARS, SessionIdText, TurnReplyModel, UserIdText
+from ._models import MAX_MESSAGE_CHARS, SessionIdText, TurnIdText, TurnReplyModel, UserIdText
 from ._params import Offset, UserId
 
 _DEFINITION_SCHEMA = AgentDefinition.model_json_schema(by_alias=True)
@@ -96,7 +96,7 @@ class ChatRequest(BaseModel):
     user_id: UserIdText | None = Field(None, description="Whose personal memory is injected (none when omitted).")
     decision: str | None = Field(None, min_length=1, max_length=MAX_MESSAGE_CHARS,
                                  description="The answer to the question a paused session asked.")
-    turn_id: str | None = Field(None, min_length=1, max_length=200)
+    turn_id: TurnIdText | None = None
 
 
 class ChatReply(TurnReplyModel):

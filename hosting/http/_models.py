@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -24,6 +25,21 @@ def check_session_id(value: str) -> str:
     return value
 
 
+TURN_ID_RULE = "1-200 characters, none of them a control character"
+
+
+def check_turn_id(value: str) -> str:
+    """``value`` when it is a valid turn id; else a ValueError saying what a turn id is.
+
+    A turn id names a stored value (``turn.<turn_id>``): a NUL byte cannot be stored in PostgreSQL
+    text at all (the turn ran, then its save failed with 503), and other control characters in an
+    id are a client's bug, not a name.
+    """
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in value):
+        raise ValueError(f"turn id {quoted(value)} must be {TURN_ID_RULE}")
+    return value
+
+
 def _checked_user_id(value: str) -> str:
     try:
         return check_user_id(value)
@@ -37,6 +53,9 @@ UserIdText = Annotated[str, AfterValidator(_checked_user_id)]
 #: A session id, checked the same way in a body field and in a path (one rule, one error, 422).
 SessionIdText = Annotated[str, AfterValidator(check_session_id),
                           Field(json_schema_extra={"pattern": SESSION_ID_PATTERN})]
+
+#: A client's turn id, checked the same way in every body that takes one.
+TurnIdText = Annotated[str, AfterValidator(check_turn_id), Field(min_length=1, max_length=200)]
 
 
 class TurnRequest(BaseModel):
@@ -53,8 +72,8 @@ class TurnRequest(BaseModel):
         None, min_length=1, max_length=MAX_MESSAGE_CHARS,
         description="The answer to the question a paused session asked; continues the paused run.",
     )
-    turn_id: str | None = Field(
-        None, min_length=1, max_length=200,
+    turn_id: TurnIdText | None = Field(
+        None,
         description="A client-chosen id for this turn: resending it after a lost reply or a host "
                     "restart returns that turn's reply instead of running the message twice.",
     )
@@ -74,7 +93,7 @@ class DecisionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decision: str = Field(..., min_length=1, max_length=MAX_MESSAGE_CHARS)
-    turn_id: str | None = Field(None, min_length=1, max_length=200)
+    turn_id: TurnIdText | None = None
 
 
 class TurnReplyModel(BaseModel):

@@ -205,3 +205,31 @@ def test_serve_on_an_address_it_cannot_listen_on_stops_before_it_makes_a_store(t
         taken.close()
     assert done.returncode == 1 and done.stderr.startswith(f"footprint: error: cannot listen on {host}:"), done.stderr
     assert not (tmp_path / "s.duckdb").exists()
+
+
+@pytest.mark.parametrize("request_head", [
+    b"POST /v1/turns HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: abc\r\n\r\n{}",
+    b"POST /v1/turns HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+    b"GET /v1/health HTTP/1.1\r\nHost: x\r\nBad Header Without Colon\r\n\r\n",
+], ids=["non-numeric-content-length", "two-content-lengths", "broken-header"])
+def test_a_request_that_is_not_valid_http_gets_the_hosts_json_error(tmp_path: Path, request_head: bytes) -> None:
+    """uvicorn's parser refuses these before the app sees them, and answered 'Invalid HTTP request
+    received.' as text/plain: now the host's own {"error": {"code", "message"}} with a 400."""
+    import json
+    import socket
+
+    crash_dir = tmp_path / "crash"
+    crash_dir.mkdir()
+    with host_process(tmp_path / "host.duckdb", crash_dir) as (_proc, url):
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+            conn.sendall(request_head)
+            raw = b""
+            while chunk := conn.recv(65536):
+                raw += chunk
+        head, _, body = raw.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400"), raw
+        assert b"content-type: application/json" in head.lower(), raw
+        error = json.loads(body)["error"]
+        assert error["code"] == "bad_request" and error["message"].startswith("the request is not valid HTTP")
+        assert httpx.get(f"{url}/v1/health", timeout=10).json()["status"] == "ok"  # the host goes on

@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent.providers import FunctionModel, ModelRequest, calls
 from hosting import InMemorySessions, StandingAgent, create_app, standing_agent
@@ -154,6 +156,37 @@ async def test_bad_input_gets_a_clear_4xx_json_error(client: httpx.AsyncClient, 
     error = response.json()["error"]
     assert error["code"] == code and needle in error["message"]
     assert "Traceback" not in response.text
+
+
+_control = st.characters(categories=["Cc"])
+_printable = st.text(st.characters(exclude_categories=["Cc", "Cs"]), min_size=1, max_size=20)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(before=_printable | st.just(""), control=_control, after=_printable | st.just(""),
+       route=st.sampled_from(["/v1/turns", "/v1/sessions/bob/decision"]))
+async def test_a_turn_id_with_a_control_character_is_refused_before_anything_runs(
+        client: httpx.AsyncClient, before: str, control: str, after: str, route: str) -> None:
+    """A NUL in a turn_id cannot be stored in PostgreSQL: the turn ran and its save failed with a 503
+    store_error. Every body that takes a turn_id refuses any control character in it as a 422."""
+    body = {"turn_id": before + control + after, "decision": "yes"}
+    if route == "/v1/turns":
+        body = {"message": "hi", "session_id": "bob", "turn_id": body["turn_id"]}
+    response = await client.post(route, json=body, headers=AUTH)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request" and error["message"].startswith("turn_id: turn id ")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turn_id=_printable)
+async def test_any_printable_turn_id_names_a_turn(client: httpx.AsyncClient, turn_id: str) -> None:
+    first = await client.post("/v1/turns", json={"message": "hi", "session_id": "pat", "turn_id": turn_id},
+                              headers=AUTH)
+    again = await client.post("/v1/turns", json={"message": "hi", "session_id": "pat", "turn_id": turn_id},
+                              headers=AUTH)
+    assert first.status_code == again.status_code == 200, first.text
+    assert again.json()["run_id"] == first.json()["run_id"]
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
