@@ -460,7 +460,10 @@ class Store(RunReads):
         """Run one read-only statement (SELECT, or EXPLAIN of one): its column names and rows.
 
         Anything else (writes, ATTACH, COPY, several statements) is refused with a
-        :class:`StoreError`, as is SQL that DuckDB cannot run, its message included.
+        :class:`StoreError`, as is SQL that DuckDB cannot run, its message included. DuckDB's file
+        and URL functions (``read_text``, ``read_csv``, ``glob``) are not refused: for SQL that is
+        not your own, ``SET enable_external_access = false`` first (for the rest of the process, as
+        ``footprint sql`` does; see docs/store.md).
         """
         try:
             statements = duckdb.extract_statements(sql)
