@@ -55,3 +55,11 @@ def quoted(value: object, limit: int = 80) -> str:
     ellipsis (an id of 5,000 characters is not echoed whole, nor cut without saying so)."""
     text = str(value)
     return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def json_kind(value: object) -> str:
+    """What ``value`` (parsed JSON) is, in JSON's words, for an error a client or a model reads:
+    ``an array``, ``null``, ``a string`` (not Python's ``list``, ``NoneType``, ``str``)."""
+    kinds = {list: "an array", dict: "an object", str: "a string", bool: "true or false", int: "a number",
+             float: "a number", type(None): "null"}
+    return kinds.get(type(value), "not JSON")

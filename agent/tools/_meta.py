@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tracer.errors import json_kind
+
 from ..errors import ToolArgumentsError, ToolError, ToolNotFoundError
 from ._context import ToolContext
 from ._governance import enforce
@@ -150,7 +152,7 @@ async def _use_tool(arguments: dict[str, Any], context: ToolContext) -> Any:
             raise ToolUseError(f"the arguments for {target.name} are not valid JSON ({exc.msg}).\n\n"
                                f"{tool_help(target)}") from None
     if not isinstance(raw, dict):
-        raise ToolUseError(f"the arguments for {target.name} must be a JSON object, got {type(raw).__name__}."
+        raise ToolUseError(f"the arguments for {target.name} must be a JSON object, not {json_kind(raw)}."
                            f"\n\n{tool_help(target)}")
     context.record(reached_tool=target.name, reached_arguments=raw, why_note=f"use_tool reached {target.name}")
     missing = [p for p in target.parameters.get("required") or () if p not in raw]

@@ -24,6 +24,7 @@ from typing import Any
 import jsonschema
 
 from tracer import Item, ItemKind
+from tracer.errors import json_kind
 
 from ..errors import ToolArgumentsError, ToolTimeoutError, UserError
 from ._context import ToolContext
@@ -133,7 +134,7 @@ class Tool:
             ) from exc
         if not isinstance(value, dict):
             raise ToolArgumentsError(
-                f"arguments for {self.name} must be a JSON object, got {type(value).__name__}; "
+                f"arguments for {self.name} must be a JSON object, not {json_kind(value)}; "
                 f"expected {self.signature()}"
             )
         return self.check_arguments(value)

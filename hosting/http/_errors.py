@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracer import NotFoundError, RedactionPolicy, StoreError
+from tracer.errors import json_kind
 
 from ..errors import SessionStoreError, TurnRefusedError, UnreadableEnvelopeError, VersionConflictError
 
@@ -129,9 +130,7 @@ def _bad_body(request: Request, error: Any) -> JSONResponse:
     if error.get("type") == "missing":
         return JSONResponse(error_body("invalid_request", "the request needs a JSON object body"), status_code=422)
     value = error.get("input")
-    kind = {list: "an array", str: "a string", bool: "true or false", int: "a number", float: "a number",
-            type(None): "null"}.get(type(value), "not an object")
-    return JSONResponse(error_body("invalid_request", f"the body must be a JSON object, not {kind}"),
+    return JSONResponse(error_body("invalid_request", f"the body must be a JSON object, not {json_kind(value)}"),
                         status_code=422)
 
 

@@ -105,7 +105,9 @@ def test_progress_line() -> None:
     ("raw", "expected"),
     [
         ('{"city": ', "are not valid JSON"),
-        ("[1, 2]", "must be a JSON object, got list"),
+        ("[1, 2]", "must be a JSON object, not an array"),
+        ("null", "must be a JSON object, not null"),
+        ('"Porto"', "must be a JSON object, not a string"),
         ('{"days": 2}', "'city' is a required property"),
         ('{"city": "Oslo", "days": "two"}', "days: 'two' is not of type 'integer'"),
         ('{"city": "Oslo", "unit": "kelvin"}', "unit: 'kelvin' is not one of"),
