@@ -1,12 +1,16 @@
-"""The movement keys every list of the explorer shares, and the table that has them.
+"""The movement keys every list of the explorer shares, and the tables that have them.
 
 Arrows, page keys and home/end move as usual, and ``j``/``k`` move down and up in every table and
 tree, as ``hjkl`` do in the flowchart. (``g`` stays free: screens use it, to go somewhere.)
+
+Every table shows its text cells as they are: a DataTable reads a ``str`` cell as Rich markup, so
+an agent, a session or a persona named ``x [/b]`` stopped the explorer with a MarkupError, and one
+named ``ev[i]l`` lost its ``[i]``. :class:`PlainTable` hands every ``str`` cell over as plain text.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
@@ -19,7 +23,25 @@ TABLE_MOVES: list[BindingType] = [
 ]
 
 
-class MovableTable(DataTable[str | Text]):
+def _plain(cell: Any) -> Any:
+    return Text(cell) if isinstance(cell, str) else cell
+
+
+class PlainTable(DataTable[str | Text]):
+    """A DataTable whose ``str`` cells are text, never markup (what a run, a session, an agent or a
+    person called something is shown as it is)."""
+
+    def add_row(self, *cells: Any, **options: Any) -> Any:
+        return super().add_row(*map(_plain, cells), **options)
+
+    def update_cell(self, row_key: Any, column_key: Any, value: Any, **options: Any) -> None:
+        super().update_cell(row_key, column_key, _plain(value), **options)
+
+    def update_cell_at(self, coordinate: Any, value: Any, **options: Any) -> None:
+        super().update_cell_at(coordinate, _plain(value), **options)
+
+
+class MovableTable(PlainTable):
     """A row-cursor DataTable with the explorer's movement keys."""
 
     BINDINGS: ClassVar[list[BindingType]] = TABLE_MOVES

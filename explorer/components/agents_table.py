@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.text import Text
 from textual import work
 from textual.message import Message
 from textual.widgets import DataTable
 
 from .._format import clock, head
+from ._keys import PlainTable
 
 
-class AgentsTable(DataTable[str | Text]):
+class AgentsTable(PlainTable):
     """One row per stored agent, by name; reads them from the host in a worker thread."""
 
     DEFAULT_CSS = """

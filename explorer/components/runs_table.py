@@ -20,7 +20,7 @@ from tracer import Run, RunFilter, one_line
 
 from .._format import clock, cost_short, head, status_text, tokens
 from .._source import ALL_RUNS, RecordingSource
-from ._keys import TABLE_MOVES
+from ._keys import TABLE_MOVES, PlainTable
 
 PAGE = 100
 _AHEAD = 25  # read the next page when the cursor is this close to the end of what is loaded
@@ -38,7 +38,7 @@ class RunsPage:
     total: int
 
 
-class RunsTable(DataTable[str | Text]):
+class RunsTable(PlainTable):
     """Runs as rows (time, session, agent, status, answer, tokens, cost), keyed by run id."""
 
     DEFAULT_CSS = """
