@@ -100,8 +100,14 @@ def check_resumable(agent: Agent, pause: PauseState) -> None:
     conv = agent.memory.get(agent.conversation_id)
     if conv is None:
         raise UserError(f"run {pause.run_id} cannot be resumed: conversation {pause.conversation_id} is not in memory")
-    answered = {ci.item.body.get("call_id") for ci in conv.messages if ci.item.kind == ItemKind.TOOL_RESULT}
-    if any(c["id"] in answered for c in pause.calls):
+    # only a result after the pause's own calls counts: a model may give every turn's calls the same
+    # ids (local servers and the offline demo model number them per response: 'call_1' each turn)
+    ids = {c["id"] for c in pause.calls}
+    messages = conv.messages
+    calls_at = max((i for i, ci in enumerate(messages)
+                    if ci.item.kind == ItemKind.TOOL_CALL and ci.item.body.get("id") in ids), default=-1)
+    answered = {ci.item.body.get("call_id") for ci in messages[calls_at + 1:] if ci.item.kind == ItemKind.TOOL_RESULT}
+    if ids & answered:
         raise UserError(f"run {pause.run_id} cannot be resumed: its conversation went on without it")
 
 

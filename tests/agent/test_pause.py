@@ -139,3 +139,24 @@ async def test_a_pause_that_cannot_be_resumed_is_refused() -> None:
 def test_pause_state_from_a_bad_dict() -> None:
     with pytest.raises(ValueError, match="lacks"):
         PauseState.from_dict({"run_id": "r"})
+
+
+async def test_a_model_that_reuses_its_call_ids_across_turns_can_still_be_resumed() -> None:
+    """Local models (and the offline demo model) number their calls per response, so every turn's
+    first call is 'call_1'. A pause of the second turn was refused as 'its conversation went on
+    without it' because the first turn's result for 'call_1' was in the conversation; after a crash
+    the host's recovery hit the same check, and every later turn of the session failed with a 500."""
+    runs, tools = counting_tools()
+    model = ScriptedModel([
+        calls(("search", {"city": "Rome"}, "call_1")), "Hotel Central.",
+        calls(("ask", {"question": "Which nights?"}, "call_1")), "Booked for Friday.",
+    ])
+    agent = Agent("a", provider=model, tools=tools)
+    assert (await agent.run("Find me a hotel in Rome")).answer == "Hotel Central."
+    paused = await agent.run("Book it")
+    assert paused.status == "awaiting" and paused.pause is not None
+    resumed = await agent.resume(paused.pause, "Friday")
+    assert resumed.status == "answered" and resumed.answer == "Booked for Friday."
+    assert runs == {"search": 1, "ask": 1, "book": 0}
+    with pytest.raises(UserError, match="went on without it"):  # the pause's own call answered: refused still
+        await agent.resume(paused.pause, "Friday")
