@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 import httpx2 as httpx  # noqa: E402
 
 from tests.hosting.hostkit import postgres_dsn  # noqa: E402
-from tests.hosting.soakkit import MEMORY_ENV, message  # noqa: E402
+from tests.hosting.soakkit import MEMORY_ENV, PROBE_ENV, message  # noqa: E402
 
 FOOTPRINT = Path(sys.executable).parent / "footprint"
 STORES = ("duckdb-sync", "duckdb-exit", "postgresql")
@@ -72,12 +72,20 @@ class Outcome:
     # threads and of its main thread (the event loop: the Python side of a turn): CPU per turn
     # moves with the machine's load much less than turns per second do
     cpu_marks: list[tuple[float, float]] = field(default_factory=list)
+    # at the same marks, each thread's CPU seconds by native id, and the host's probe (its Python
+    # threads' names, the recordings store's checkpoints and trims: tests/hosting/soakkit.py probe)
+    thread_marks: list[dict[int, float]] = field(default_factory=list)
+    probes: list[dict[str, Any]] = field(default_factory=list)
+    # /proc/<pid>/smaps_rollup at 10% and at the end: anonymous and file-backed RSS
+    smaps_at_10: dict[str, int] = field(default_factory=dict)
+    smaps_end: dict[str, int] = field(default_factory=dict)
     journal_end: int = 0  # the sync journal's bytes at the end, the host still running
     bytes_first: float = 0.0
     bytes_last: float = 0.0
     stored_ok: bool = False
     stored_note: str = ""
     seconds: float = 0.0
+    pid: int = 0
     # the host's memory_breakdown at 10% and at the end (--memory)
     memory_at_10: dict[str, Any] = field(default_factory=dict)
     memory: dict[str, Any] = field(default_factory=dict)
@@ -94,6 +102,29 @@ def _cpu_of(path: str) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _threads_cpu(pid: int) -> dict[int, float]:
+    """Each thread's user + system CPU seconds, by native thread id."""
+    cpu = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            cpu[int(task)] = _cpu_of(f"/proc/{pid}/task/{task}/stat")
+        except OSError:
+            pass  # (ended meanwhile)
+    return cpu
+
+
+def _smaps(pid: int) -> dict[str, int]:
+    """The process's RSS split (smaps_rollup): anonymous, file-backed, in bytes."""
+    sizes = {}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3 and parts[2] == "kB":
+                sizes[parts[0].rstrip(":")] = int(parts[1]) * 1024
+    return {"rss": sizes.get("Rss", 0), "anonymous": sizes.get("Anonymous", 0),
+            "file": sizes.get("Rss", 0) - sizes.get("Anonymous", 0)}
+
+
 def _rss(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -103,12 +134,14 @@ def _rss(pid: int) -> int:
 
 
 def _start(db: Path, durability: str, sessions: str, schema: str, agent: str,
-           memory: Path | None = None) -> tuple[subprocess.Popen[str], str]:
+           memory: Path | None = None, probe: Path | None = None) -> tuple[subprocess.Popen[str], str]:
     """Start the host; its URL. Its stderr goes to ``<db>.log``, read from the start for the URL: a
     pipe nobody drains after the start would stall a host that logs a lot once the pipe is full."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if memory is not None:
         env[MEMORY_ENV] = str(memory)
+    if probe is not None:
+        env[PROBE_ENV] = str(probe)
     env.pop("OPENAI_API_KEY", None)
     log = Path(f"{db}.log")
     with open(log, "w") as stderr:
@@ -131,10 +164,17 @@ def _start(db: Path, durability: str, sessions: str, schema: str, agent: str,
 
 
 async def _drive(url: str, pid: int, sessions: int, turns: int, outcome: Outcome, prefix: str,
-                 breakdown: Callable[[], dict[str, Any]] | None = None) -> None:
+                 breakdown: Callable[[], dict[str, Any]] | None = None,
+                 probe: Callable[[], dict[str, Any]] | None = None) -> None:
     total = sessions * turns
     tenth = max(1, total // 10)
     limits = httpx.Limits(max_connections=sessions + 2, max_keepalive_connections=sessions + 2)
+    async def mark() -> None:
+        outcome.cpu_marks.append(_cpu(pid))
+        outcome.thread_marks.append(_threads_cpu(pid))
+        if probe is not None:
+            outcome.probes.append(await asyncio.to_thread(probe))
+
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         async def session(n: int) -> None:
             for t in range(turns):
@@ -151,21 +191,23 @@ async def _drive(url: str, pid: int, sessions: int, turns: int, outcome: Outcome
                 outcome.done_at.append(time.perf_counter())
                 done = len(outcome.done_at) - 1  # (done_at starts with the clock's start)
                 if done % tenth == 0 and done < total:  # at every tenth of the turns (the end follows)
-                    outcome.cpu_marks.append(_cpu(pid))
+                    await mark()
                     if done == tenth:
                         outcome.rss_at_10 = _rss(pid)
+                        outcome.smaps_at_10 = _smaps(pid)
                         if breakdown is not None:
                             outcome.memory_at_10 = await asyncio.to_thread(breakdown)
 
         started = time.perf_counter()
         outcome.done_at.append(started)  # the clock's start (removed below)
-        outcome.cpu_marks.append(_cpu(pid))
+        await mark()
         await asyncio.gather(*(session(n) for n in range(sessions)))
         outcome.seconds = time.perf_counter() - started
         outcome.rss_end = _rss(pid)
+        outcome.smaps_end = _smaps(pid)
         if breakdown is not None:
             outcome.memory = breakdown()
-        outcome.cpu_marks.append(_cpu(pid))
+        await mark()
         outcome.done_at.pop(0)
         outcome.turns = len(outcome.done_at)
 
@@ -215,8 +257,13 @@ def _per_turn_bytes(records: list[tuple[str, int, str, int]], sessions: int, tur
 
 def _memory_breakdown(proc: subprocess.Popen[str], path: Path) -> dict[str, Any]:
     """Ask the host (SIGUSR1) where its memory is, and wait for its answer."""
+    return _ask(proc, path, signal.SIGUSR1)
+
+
+def _ask(proc: subprocess.Popen[str], path: Path, signum: int) -> dict[str, Any]:
+    """Signal the host and wait for what it writes to ``path`` (tests/hosting/soakkit.py)."""
     path.unlink(missing_ok=True)
-    proc.send_signal(signal.SIGUSR1)
+    proc.send_signal(signum)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if path.exists():
@@ -248,10 +295,13 @@ async def soak(store: str, sessions: int, turns: int, workdir: Path, *, recorded
     durability = "exit" if store == "duckdb-exit" else "sync"
     agent = "tests.hosting.soakkit:" + ("soak_agent" if recorded else "soak_agent_unrecorded")
     breakdown = workdir / f"{store}.memory.json" if memory else None
-    proc, url = _start(db, durability, sessions_spec, schema, agent, breakdown)
+    probe = workdir / f"{store}.probe.json"
+    proc, url = _start(db, durability, sessions_spec, schema, agent, breakdown, probe)
+    outcome.pid = proc.pid
     try:
         ask = None if breakdown is None else lambda: _memory_breakdown(proc, breakdown)
-        await _drive(url, proc.pid, sessions, turns, outcome, prefix, ask)
+        await _drive(url, proc.pid, sessions, turns, outcome, prefix, ask,
+                     lambda: _ask(proc, probe, signal.SIGUSR2))
         outcome.journal_end = sum(p.stat().st_size for p in workdir.glob(f"{db.name}.journal*"))
     finally:
         proc.terminate()
@@ -303,9 +353,46 @@ def report(o: Outcome) -> dict[str, Any]:
         "bytes_ratio": round(o.bytes_last / o.bytes_first, 2) if o.bytes_first else None,
         "every_answered_turn_stored_once": o.stored_ok, "stored": o.stored_note,
         "first_failures": o.failed[:3],
+        "cpu_ms_per_turn_by_thread_by_tenth": _by_thread(o, o.pid, n // 10),
+        "upkeep_by_tenth": _upkeep_by_tenth(o),
+        "smaps_mb_at_10pct": {k: round(v / 2**20, 1) for k, v in o.smaps_at_10.items()},
+        "smaps_mb_end": {k: round(v / 2**20, 1) for k, v in o.smaps_end.items()},
         **({"memory_mb_at_10pct": _memory_mb(o.memory_at_10)} if o.memory_at_10 else {}),
         **({"memory_mb_end": _memory_mb(o.memory)} if o.memory else {}),
     }
+
+
+def _thread_group(tid: int, pid: int, names: dict[str, str]) -> str:
+    """A thread's group: the main thread, a Python thread's name without its number (a pool's
+    threads together), or "other" (DuckDB's own threads, and any other library's)."""
+    if tid == pid:
+        return "main"
+    name = names.get(str(tid))
+    if name is None:
+        return "other (DuckDB)"
+    return re.sub(r"[_-]?\d+$", "", re.sub(r" \(.*\)$", "", name)) or name
+
+
+def _by_thread(o: Outcome, pid: int, turns_per_tenth: int) -> dict[str, list[float]]:
+    """CPU ms per turn in each tenth, by thread group."""
+    names: dict[str, str] = {}
+    for p in o.probes:
+        names.update(p.get("threads", {}))
+    groups: dict[str, list[float]] = {}
+    for i, (a, b) in enumerate(itertools.pairwise(o.thread_marks)):
+        for tid, cpu in b.items():
+            group = _thread_group(tid, pid, names)
+            row = groups.setdefault(group, [0.0] * (len(o.thread_marks) - 1))
+            row[i] += 1000 * (cpu - a.get(tid, 0.0)) / max(1, turns_per_tenth)
+    return {g: [round(x, 2) for x in row] for g, row in sorted(groups.items())}
+
+
+def _upkeep_by_tenth(o: Outcome) -> dict[str, list[int]]:
+    """Checkpoints and trims in each tenth, and the milliseconds they took."""
+    stats = [p.get("stats", {}) for p in o.probes]
+    keys = ("checkpoints", "checkpoint_ms", "trims", "trim_ms")
+    return {k: [int(b.get(k, 0)) - int(a.get(k, 0)) for a, b in itertools.pairwise(stats)] for k in keys
+            if any(k in s for s in stats)}
 
 
 def _memory_mb(m: dict[str, Any]) -> dict[str, Any]:
@@ -356,6 +443,9 @@ def main() -> int:
                       f"{r['journal_mb_end']} MB at the end; stored bytes/turn "
                       f"{r['stored_bytes_per_turn_first_10pct']} first 10%, {r['stored_bytes_per_turn_last_10pct']} "
                       f"last 10% (ratio {r['bytes_ratio']}, target flat); {r['stored']}", flush=True)
+                print(f"  host CPU ms/turn by thread, by tenth: {r['cpu_ms_per_turn_by_thread_by_tenth']}", flush=True)
+                print(f"  checkpoints and trims by tenth: {r['upkeep_by_tenth']}; smaps at 10% "
+                      f"{r['smaps_mb_at_10pct']}, at the end {r['smaps_mb_end']} (MB)", flush=True)
                 for when in ("at_10pct", "end"):
                     if f"memory_mb_{when}" in r:
                         print(f"  memory {when} (MB): {r[f'memory_mb_{when}']}", flush=True)

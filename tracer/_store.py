@@ -340,10 +340,13 @@ class Store(RunReads):
     @property
     def writer_stats(self) -> dict[str, int]:
         """The writer's counters (batches, bundles, rows per table), and the store's ``checkpoints``
-        and cache ``trims`` (see :meth:`committing`); empty when read-only."""
+        and cache ``trims`` (see :meth:`committing`) with the milliseconds they took all told
+        (``checkpoint_ms``, ``trim_ms``); empty when read-only."""
         stats = self._writer.stats if self._writer is not None else {}
         if self._upkeep is not None:
-            stats.update(checkpoints=self._upkeep.checkpoints, trims=self._upkeep.trims)
+            stats.update(checkpoints=self._upkeep.checkpoints, trims=self._upkeep.trims,
+                         checkpoint_ms=round(1000 * self._upkeep.checkpoint_seconds),
+                         trim_ms=round(1000 * self._upkeep.trim_seconds))
         return stats
 
     def committing(self) -> AbstractContextManager[None]:

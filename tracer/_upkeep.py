@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
@@ -115,6 +116,9 @@ class Upkeep:
         self._busy = threading.Lock()  # one checkpoint at a time; a committer that finds it taken goes on
         self.checkpoints = 0
         self.trims = 0
+        # the seconds the checkpoints and the trims took, all told (bench/soak.py reports them)
+        self.checkpoint_seconds = 0.0
+        self.trim_seconds = 0.0
 
     def reading(self) -> AbstractContextManager[None]:
         """Hold the shared side for a read (a read may fail for want of memory during a trim)."""
@@ -146,19 +150,25 @@ class Upkeep:
         """Checkpoint while other commits go on or, where DuckDB refuses that (1.1: another write
         transaction is open), with none; False when it did not (the next commit tries again)."""
         with self.lock.shared():
+            started = time.perf_counter()
             try:
                 cur.execute("CHECKPOINT")
                 self.checkpoints += 1
                 return True
             except duckdb.TransactionException:
                 pass  # another write transaction is open (DuckDB 1.1)
+            finally:
+                self.checkpoint_seconds += time.perf_counter() - started
         with self.lock.exclusive(WAIT) as held:
             if not held:
                 return False
+            started = time.perf_counter()
             try:
                 cur.execute("CHECKPOINT")
             except duckdb.TransactionException:
                 return False  # a write transaction outside the lock (a sandbox's, say) is still open
+            finally:
+                self.checkpoint_seconds += time.perf_counter() - started
             self.checkpoints += 1
             return True
 
@@ -169,6 +179,7 @@ class Upkeep:
         with self.lock.exclusive(WAIT) as held:
             if not held:
                 return  # a long read or commit: the next checkpoint trims
+            started = time.perf_counter()
             try:
                 cur.execute(f"SET memory_limit = '{self._trim_to}'")
                 self.trims += 1
@@ -176,6 +187,7 @@ class Upkeep:
                 _log.debug("could not trim DuckDB's cache: %s", exc)
             finally:
                 cur.execute(f"SET memory_limit = '{self._memory_limit}'")
+                self.trim_seconds += time.perf_counter() - started
 
     def _wal_size(self) -> int:
         try:

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import signal
+import threading
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,10 @@ from tracer import Recorder
 #: When set (to a file path), the soak agent's host traces the Python heap and, on SIGUSR1, writes
 #: where its memory is to that file (see :func:`memory_breakdown`); ``bench/soak.py --memory`` uses it.
 MEMORY_ENV = "FOOTPRINT_SOAK_MEMORY"
+#: When set (to a file path), the soak agent's host writes, on SIGUSR2, its Python threads' names by
+#: native thread id and the recordings store's writer_stats (checkpoints, trims and their times) to
+#: that file (see :func:`probe`); ``bench/soak.py`` uses it to split the host's CPU by thread.
+PROBE_ENV = "FOOTPRINT_SOAK_PROBE"
 LOOKUP = {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}
 
 
@@ -104,19 +109,32 @@ def memory_breakdown(recorder: Recorder | None) -> dict[str, Any]:
 
 def _report_memory_on_signal(recorder: Recorder | None, path: str) -> None:
     tracemalloc.start()
+    _write_on_signal(signal.SIGUSR1, path, lambda: memory_breakdown(recorder))
 
+
+def probe(recorder: Recorder | None) -> dict[str, Any]:
+    """The host's Python threads by native id (any other thread of the process is DuckDB's or
+    another library's), and the recordings store's writer_stats."""
+    threads = {str(t.native_id): t.name for t in threading.enumerate() if t.native_id is not None}
+    stats = recorder.store.writer_stats if recorder is not None and recorder.store is not None else {}
+    return {"threads": threads, "stats": stats}
+
+
+def _write_on_signal(signum: int, path: str, what: Any) -> None:
     def write(*_: object) -> None:
         part = Path(f"{path}.part")
-        part.write_text(json.dumps(memory_breakdown(recorder)))
+        part.write_text(json.dumps(what()))
         part.replace(path)  # whole, or not there yet
 
-    signal.signal(signal.SIGUSR1, write)
+    signal.signal(signum, write)
 
 
 def soak_agent(recorder: Recorder | None = None) -> Agent:
     """The soak's agent: a test model and one tool."""
     if (path := os.environ.get(MEMORY_ENV)) and not tracemalloc.is_tracing():
         _report_memory_on_signal(recorder, path)
+    if path := os.environ.get(PROBE_ENV):
+        _write_on_signal(signal.SIGUSR2, path, lambda: probe(recorder))
     model = FunctionModel(_answer, name="soak", keep_requests=0)
     return Agent("soak", provider=model, tools=[Tool("lookup", "Look a key up.", LOOKUP, _lookup)],
                  recorder=recorder)
