@@ -99,8 +99,11 @@ def duration_text(seconds: float) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, right: Iterable[int] = ()) -> list[str]:
-    """Aligned columns; ``right`` names the columns to right-align (numbers)."""
-    rows_text = [[("" if v is None else str(v)) for v in row] for row in rows]
+    """Aligned columns; ``right`` names the columns to right-align (numbers).
+
+    A cell's terminal codes are escaped (``\\x1b``) before its width is measured, as they will be printed.
+    """
+    rows_text = [[("" if v is None else for_terminal(str(v))) for v in row] for row in rows]
     widths = [cells(h) for h in headers]
     for row in rows_text:
         widths = [max(w, cells(c)) for w, c in zip(widths, row, strict=True)]

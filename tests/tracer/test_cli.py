@@ -254,20 +254,21 @@ def test_errors_are_one_line_on_stderr_without_a_traceback(db: str, tmp_path: Pa
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.lists(st.text(alphabet="ab日本🦆é\u0301 ", max_size=8), min_size=2, max_size=2), min_size=1,
-                max_size=5),
+@given(st.lists(st.lists(st.text(alphabet="ab日本🦆é\u0301 \x1b\x07", max_size=8), min_size=2, max_size=2),
+                min_size=1, max_size=5),
        st.integers(min_value=2, max_value=12))
 def test_tables_line_up_in_terminal_columns_with_wide_characters(rows: list[list[str]], width: int) -> None:
-    """CJK and emoji take two columns, a combining accent none: every row's columns start where the header's do."""
-    from tracer._render import cells, one_line, table
+    """CJK and emoji take two columns, a combining accent none, a terminal code as many as its escape
+    (\\x1b: 4): every row's columns start where the header's do, as printed."""
+    from tracer._render import cells, for_terminal, one_line, table
 
-    lines = table(["first", "second"], [[first, f"|{second}"] for first, second in rows])
+    lines = [for_terminal(line) for line in table(["first", "second"], [[first, f"|{second}"] for first, second in rows])]
     start = lines[1].index("  -") + 2  # where the second column starts, in columns
     for line, row in zip(lines[2:], rows, strict=True):
         assert cells(line[: line.index("|")]) == start, (line, row)
     for text in (r[0] for r in rows):
         cut = one_line(text, width)
-        assert cells(cut) <= width and (cut == " ".join(text.split()) or cut.endswith("…"))
+        assert cells(cut) <= width and (cut == " ".join(for_terminal(text).split()) or cut.endswith("…"))
 
 
 @settings(max_examples=300, deadline=None)
