@@ -101,9 +101,14 @@ def otlp(
                     yield store.load_run(run_id)
 
         try:
-            with quiet_exporter_logs():
-                sent = export_runs(loaded() if len(ids) > 1 else iter([store.load_run(ids[0])]), exporter,
-                                   content=with_content)
+            with quiet_exporter_logs() as said:
+                try:
+                    sent = export_runs(loaded() if len(ids) > 1 else iter([store.load_run(ids[0])]), exporter,
+                                       content=with_content)
+                except ExportError as exc:
+                    if not said:
+                        raise
+                    raise ExportError(f"{exc} The exporter said: {said[-1]}") from exc
         finally:
             exporter.shutdown()
     click.echo(f"exported {sent} span(s) from {len(ids)} run(s) to {target}")

@@ -485,6 +485,25 @@ async def test_an_unreachable_collector_fails_at_once_in_one_line(
                      "start it, or pass --endpoint (or set OTEL_EXPORTER_OTLP_ENDPOINT)"]
 
 
+async def test_a_collector_that_refuses_the_spans_is_quoted_in_the_error(
+    tmp_path: Path, http_receiver: tuple[str, Receiver], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A collector that answers (here 404: the wrong path) is not 'not running': the error says what it
+    answered, as the exporter logged it (those logs stay off the terminal otherwise)."""
+    from explorer.cli import main
+
+    url, received = http_receiver
+    db = tmp_path / "fp.duckdb"
+    with Store.open(db) as store:
+        await _record(store)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(["export", "otlp", "last", "--db", str(db), "--endpoint", f"{url}/not/traces", "--timeout", "2"])
+    assert exited.value.code == 1 and received.spans == []
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("footprint: error:")]
+    assert len(lines) == 1 and "did not accept" in lines[0] and "code: 404" in lines[0], lines
+
+
 def test_export_all_of_an_empty_store_says_so_without_a_collector(tmp_path: Path) -> None:
     import socket
 

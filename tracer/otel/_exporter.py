@@ -29,6 +29,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from .._listeners import RecordedStage, RecordingListener, feed_listener
 from .._records import Run
+from .._redaction import RedactionPolicy
+from .._render import one_line
 from .._rundata import RunData
 from ..errors import ExportError
 from ._spans import SpanBuilder
@@ -113,16 +115,41 @@ def check_collector_reachable(endpoint: str | None, protocol: str, *, timeout: f
         ) from exc
 
 
+_MASK = RedactionPolicy()  # a collector's reason may quote what it was sent, a header or a key
+
+
+class _Said(logging.Handler):
+    """Keeps what the OTLP exporters log (a refusing collector's status and reason), masked, one line each."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # a bad format string in a library's log call: nothing to keep
+            return
+        self.lines.append(one_line(_MASK.text(text), 300))
+
+
 @contextmanager
-def quiet_exporter_logs() -> Iterator[None]:
-    """Keep the OTLP exporters' per-retry warnings off the terminal; the caller reports the outcome once."""
+def quiet_exporter_logs() -> Iterator[list[str]]:
+    """Keep the OTLP exporters' per-retry warnings off the terminal; the caller reports the outcome
+    once. Yields the list of what they said (masked, one line each), so that report can name the
+    collector's answer (``code: 500, reason: ...``) instead of guessing."""
     logger = logging.getLogger("opentelemetry.exporter.otlp")
-    before = logger.level
-    logger.setLevel(logging.CRITICAL)
+    before, propagate = logger.level, logger.propagate
+    said = _Said()
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    logger.addHandler(said)
     try:
-        yield
+        yield said.lines
     finally:
+        logger.removeHandler(said)
         logger.setLevel(before)
+        logger.propagate = propagate
 
 
 def otlp_span_exporter(
