@@ -18,9 +18,9 @@ MARKUP = "[/b] x[i]y [bold red]z[/] [link=http://e]l[/link]"
 
 
 def _model(request: ModelRequest) -> Any:
-    if not any(ci.item.kind == "tool_result" for ci in request.context):
+    if request.context[-1].item.kind != "tool_result":
         return calls(("look", {"q": MARKUP}))
-    return f"answer {MARKUP}"
+    return f"answer {MARKUP} and then some more words to say"
 
 
 async def _look(arguments: dict[str, Any]) -> str:
@@ -33,7 +33,8 @@ def _record(path: Path) -> None:
                     _look)
         agent = Agent(f"agent {MARKUP}", provider=FunctionModel(_model), tools=[tool], recorder=Recorder(store),
                       session_id=f"s{MARKUP}", persona=f"persona {MARKUP}", memory=ConversationMemory())
-        asyncio.run(agent.run(f"question {MARKUP}"))
+        for turn in range(4):  # a session long enough for the why tree to scroll (its scrollbar takes 2 columns)
+            asyncio.run(agent.run(f"question {turn} {MARKUP}"))
 
 
 async def test_markup_in_names_and_texts_is_shown_as_text(open_app: Callable[..., ExplorerApp], tmp_path: Path,
@@ -54,6 +55,11 @@ async def test_markup_in_names_and_texts_is_shown_as_text(open_app: Callable[...
             await settle(pilot, 2)
         await pilot.press("w")
         await settle(pilot)
+        from explorer.components.evidence_tree import EvidenceTree
+
+        tree = app.screen.query_one(EvidenceTree)
+        top = tree.render_line(0).text.rstrip()
+        assert top.startswith("▼ why: ") and top.endswith("…"), top  # the long answer is cut, and says so
         await pilot.press("n", "enter")
         await settle(pilot)
         assert app.is_running and app.return_code is None
