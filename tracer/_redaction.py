@@ -14,6 +14,7 @@ import re
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from math import isfinite
 from typing import Any
 
 from ._json import compact_json, encode_json
@@ -194,6 +195,20 @@ class RedactionPolicy:
         a string it passed before.)
         """
         clean_keys, clean_strings = self._clean_keys, self._clean_strings
+        values = value.values()
+        if not set(map(type, values)) <= _FLAT_KINDS:
+            return None  # a list, a dict, a str subclass: not flat (what the loop below finds too)
+        # the usual case, checked in C: keys seen before, strings seen before
+        if value.keys() <= clean_keys.keys() and set(map(type, value)) <= _STR_KIND:
+            numbers = set(values).difference(clean_strings)  # and None, and strings not seen before
+            numbers.discard(None)
+            if str not in set(map(type, numbers)):
+                try:
+                    finite = all(map(isfinite, numbers))  # inf or NaN: json writes Infinity / NaN, msgspec null
+                except OverflowError:  # an int too large for a float (finite): the loop below sees to it
+                    finite = None
+                if finite is not None:
+                    return compact_json(value) if finite else None
         for key, item in value.items():
             if type(key) is not str:
                 return None
@@ -268,6 +283,10 @@ def masked_matches(pattern: re.Pattern[str], value: str) -> str:
         return pattern.sub(MASK, value)
     return pattern.sub(lambda m: m.group(0)[:m.start(group) - m.start()] + MASK + m.group(0)[m.end(group) - m.start():],
                        value)
+
+
+_FLAT_KINDS = frozenset({str, int, bool, float, type(None)})
+_STR_KIND = frozenset({str})
 
 
 def _remember(seen: dict[str, None], text: str) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tracer import ContextItem, Item, Origin, Recorder, RedactionPolicy, Store
@@ -153,6 +155,32 @@ def test_a_flat_object_is_masked_as_json_dumps_masks_it(value: dict[str, object]
         expected = json.dumps(json.loads(json.dumps(policy.value(value), default=str)), sort_keys=True)
         for _ in range(2):
             assert json.dumps(json.loads(policy.json_text(value)), sort_keys=True) == expected
+
+
+class _Tone(StrEnum):
+    LOUD = "loud"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.sampled_from(["token", "input_tokens", "note", "loud"]) | st.just(_Tone.LOUD) | _strings,
+                       _scalars | st.just(_Tone.LOUD) | st.just(2**70) | st.sampled_from(["loud", 1, 1.0, True]),
+                       max_size=6))
+@example({"turn": 1, "cost": float("nan")})
+@example({"cost": float("-inf"), "model": "m"})
+@example({"tone": _Tone.LOUD})
+@example({_Tone.LOUD: 1})
+@example({"tokens": 2**70, "cost": 1.5})
+def test_a_flat_object_seen_again_is_written_as_the_first_time(value: dict[Any, object]) -> None:
+    """Once its keys and strings are remembered clean, a flat object takes a shorter path (checked
+    in C): it writes the very text the first call wrote, or goes the general way as that one did
+    (NaN and infinities, a str subclass as a key or a value, an int too large for a float)."""
+    for policy in (RedactionPolicy(), RedactionPolicy.with_extra(keys=["note"]), RedactionPolicy.none()):
+        first = policy._flat_text(value)
+        for _ in range(2):
+            assert policy._flat_text(value) == first
+        if first is not None:
+            assert policy.json_text(value) == first
+            assert json.loads(first) == json.loads(json.dumps(policy.value(value), default=str))
 
 
 @settings(max_examples=300, deadline=None)
