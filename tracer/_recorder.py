@@ -410,7 +410,8 @@ class StageRecording:
     def inputs(self, items: Sequence[ContextItem], dropped: Iterable[tuple[ContextItem, str]] = ()) -> None:
         """Record the context this stage received, in order; ``dropped`` is what was left out and why
         (a :class:`LeftOut` is kept as it is: no pair is made per item)."""
-        self._check_open()
+        if self._closed:
+            self._check_open()
         self._inputs.extend(items)
         if isinstance(dropped, LeftOut) and not self._dropped:
             # (its own: a later call may extend it)
@@ -431,7 +432,8 @@ class StageRecording:
         self, item: Item, *, origin_kind: OriginKind | str = OriginKind.STAGE, source: str | None = None
     ) -> ContextItem:
         """Record an item this stage produced and return it with its origin (this stage)."""
-        self._check_open()
+        if self._closed:
+            self._check_open()
         self._outputs.append(item)
         return ContextItem(item, self.origin(origin_kind, source))
 
