@@ -314,7 +314,7 @@ class RunRecording:
         ready = [bundle]
         still = []
         for sources_left, held in self._waiting:
-            if any(s in open_ for s in sources_left):
+            if not open_.isdisjoint(sources_left):  # (one C call, no generator)
                 still.append((sources_left, held))
             else:
                 ready.append(held)
