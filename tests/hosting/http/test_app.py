@@ -361,3 +361,32 @@ async def test_an_internal_error_is_answered_and_logged_once(host: StandingAgent
     assert reply.status_code == 500 and reply.json()["error"]["code"] == "internal_error"
     logged = [r for r in caplog.records if "kaboom" in r.getMessage() or (r.exc_info and "kaboom" in str(r.exc_info[1]))]
     assert len(logged) == 1 and f"{method} {route}" in logged[0].getMessage()
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+_bodies = st.dictionaries(
+    st.sampled_from(["message", "session_id", "decision", "turn_id"]) | st.text(max_size=10),
+    st.text(max_size=40) | _json_values, max_size=5,
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=_bodies | _json_values, route=st.sampled_from(["/v1/turns", "/v1/turns/stream", "/v1/sessions/{}/decision"]),
+       session=st.text(max_size=20))
+async def test_any_json_body_gets_an_answer_or_a_json_4xx_never_a_500(
+        client: httpx.AsyncClient, body: Any, route: str, session: str) -> None:
+    """Whatever JSON a client sends to a route that takes a turn, the host answers it (200) or refuses it
+    with its JSON error and a 4xx: never a 500, never a traceback."""
+    from urllib.parse import quote
+
+    path = route.format(quote(session, safe="") or "x")
+    response = await client.post(path, json=body, headers=AUTH)
+    assert response.status_code == 200 or 400 <= response.status_code < 500, (path, body, response.text)
+    if response.status_code != 200:
+        error = response.json()["error"]
+        assert isinstance(error["code"], str) and isinstance(error["message"], str) and error["message"]
+    assert "Traceback" not in response.text
