@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 
-from ._files import missing_directory
+from ._files import missing_directory, truncated_message
 from ._redaction import MASK
 from .errors import NotAStoreError, StoreLockedError
 
@@ -47,6 +47,8 @@ def connect(path: str, *, read_only: bool, wait: float) -> duckdb.DuckDBPyConnec
                 raise StoreLockedError(locked_message(path, text, read_only=read_only)) from exc
             time.sleep(_RETRY_EVERY)
         except duckdb.Error as exc:
+            if "corrupt database file" in str(exc).lower():  # a block failed its checksum
+                raise NotAStoreError(truncated_message(path, " ".join(str(exc).split()))) from exc
             raise NotAStoreError(f"{path} is not a footprint store: {exc}") from exc
 
 

@@ -29,6 +29,7 @@ import duckdb
 
 from ._compare import compare_run_data
 from ._diff import diff_snapshots
+from ._files import truncated_message
 from ._lineage import child_runs
 from ._names import item_names, resolve_item
 from ._rank import earlier_verdicts, rank
@@ -46,7 +47,7 @@ from ._render import (
 from ._serialize import run_to_dict, rundata_to_dict
 from ._store import DEFAULT_PATH, RunFilter, Store
 from ._why import why as why_walk
-from .errors import NotFoundError, StoreError
+from .errors import NotAStoreError, NotFoundError, StoreError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,10 +62,18 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 
 @contextmanager
 def reading(db: str) -> Iterator[Store]:
-    """The store at ``db`` opened read-only, closed afterwards."""
+    """The store at ``db`` opened read-only, closed afterwards.
+
+    A block that fails DuckDB's checksum is found only when a read reaches it, after the open
+    succeeded: it is refused as the open refuses a corrupt file, not reported as an internal error.
+    """
     store = Store.open(db, read_only=True)
     try:
         yield store
+    except duckdb.Error as exc:
+        if "corrupt database file" not in str(exc).lower():
+            raise
+        raise NotAStoreError(truncated_message(db, " ".join(str(exc).split()))) from exc
     finally:
         store.close()
 

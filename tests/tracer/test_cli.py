@@ -353,3 +353,35 @@ def test_text_output_shows_control_characters_it_never_sends_them(tmp_path: Path
         out = _invoke(*args, "--db", str(path)).output
         assert not any(c in out for c in "\x1b\x07\x9b\x08\x7f\r"), (args, out)
         assert "\\x1b" in out, (args, out)  # shown, escaped
+
+
+def test_a_block_that_fails_its_checksum_is_refused_as_a_corrupt_store_not_an_internal_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A store whose header is fine but one of whose blocks is damaged opens; the read that reaches
+    the block failed with 'footprint: internal error: Error: Corrupt database file ...' (exit 70)."""
+    from explorer.cli import main
+
+    good = tmp_path / "good.duckdb"
+    with Store.open(good) as store:
+        recorder = Recorder(store)
+        for n in range(200):
+            run = recorder.start_run(agent="a", input=f"question {n} " + "x" * 200, session_id="s")
+            run.end("answered", output=f"answer {n} " + "y" * 200)
+    size = good.stat().st_size
+    refused = []
+    for block in range(1, size // 262144 + 1):  # each block damaged in turn: at the open or at a later read
+        bad = tmp_path / f"bad{block}.duckdb"
+        raw = bytearray(good.read_bytes())
+        at = 12288 + (block - 1) * 262144 + 4096
+        raw[at:at + 64] = bytes(64)
+        bad.write_bytes(bytes(raw))
+        for args in (["runs"], ["show", "last"]):
+            capsys.readouterr()
+            with pytest.raises(SystemExit) as exited:
+                main([*args, "--db", str(bad)])
+            if exited.value.code != 0:
+                refused.append((block, args, exited.value.code, capsys.readouterr().err))
+    assert len({block for block, *_ in refused}) >= 2, refused  # the header's block and a later one
+    for block, args, code, err in refused:
+        assert code == 1, (block, args, err)
+        assert "is not a readable footprint store: the file is truncated or corrupt" in err, (block, args, err)
