@@ -11,6 +11,7 @@ run in :mod:`agent._batch`; pausing for a person and resuming live in :mod:`agen
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import traceback
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from tracer import (
     ItemKind,
     LeftOut,
     OriginKind,
+    Recorded,
     RedactionPolicy,
     RunRecording,
     RunStatus,
@@ -348,17 +350,23 @@ class RunLoop:
     ) -> tuple[StageRecording, ModelResponse, list[ContextItem]]:
         agent = self.agent
         assert self.run is not None
-        history, dropped = agent.memory.context(agent.conversation_id)
-        context = [*self.system, *history, *agent.static_context()]
-        request = ModelRequest.of(context)
         stage = self.run.stage(StageKind.INFERENCE, f"turn {self.turns}", after=after, edge=edge)
         self.tail = [stage]
-        if dropped:
-            stage.set(window_dropped=len(dropped))
-            newly = self._newly_dropped(stage, dropped)
+        memory, conversation = agent.memory, agent.conversation_id
+        older = memory.require(conversation).older
+        if older is not None and (self.dropped_prompt or not stage.can_name(older)):
+            # the recorder must be handed every item it did not record this way: read them back
+            await memory.hold_all(conversation)
+        history, dropped, older = await memory.window(conversation)
+        context = [*self.system, *history, *agent.static_context()]
+        request = ModelRequest.of(context)
+        base: Recorded | None = None
+        if dropped or older is not None:
+            stage.set(window_dropped=len(dropped) + (older.count if older is not None else 0))
+            newly, named, base = self._newly_dropped(stage, dropped, older)
             # the window's list as it is, not a pair per message: it grows with the conversation
             stage.inputs(context, dropped=LeftOut(*(((ci,), why) for ci, why in self.dropped_prompt),
-                                                  (newly, DROPPED_BY_WINDOW)))
+                                                  (newly, DROPPED_BY_WINDOW), recorded=named))
         else:
             stage.inputs(context, dropped=self.dropped_prompt)
         await self.hook("before_inference", ctx, request)
@@ -388,6 +396,8 @@ class RunLoop:
         if response.route is not None or response.attempts:
             _record_routing(stage, response.route, response.attempts)
         stage.close()
+        if self.window is not None and self.window.stage_id == stage.id:
+            self._took_receipt(stage, base)
         agent.memory.add(agent.conversation_id, *outputs)
         if self.driver is not None:
             self.run.settle()  # a driver persists what it is told: the stage is durable first
@@ -397,33 +407,52 @@ class RunLoop:
             self.emit_event(InferenceFinished(self.turns, response.text, len(response.tool_calls), usage))
         return stage, response, outputs
 
-    def _newly_dropped(self, stage: StageRecording, dropped: list[ContextItem]) -> list[ContextItem]:
-        """What the window left out of this call that it had not left out of the conversation's previous one.
+    def _newly_dropped(
+        self, stage: StageRecording, dropped: list[ContextItem], older: Recorded | None
+    ) -> tuple[list[ContextItem], Recorded | None, Recorded | None]:
+        """What the window left out of this call that it had not left out of the conversation's previous
+        one: (the items to hand over, the receipt naming the ones before them, and the receipt the
+        recorder's receipt for this call must say it continues — see :meth:`_took_receipt`).
 
         Every left-out message is recorded, by reference (an entry naming the stored item). When this
         call's list continues the previous recorded call's (the same messages, then more), only the new
         ones are recorded, with ``dropped_since`` naming that call ([run, stage] when it was another
         run's): a long conversation does not record its early history again at every turn. Every
         ``WINDOW_CHAIN`` runs the whole list is recorded again, so a reader follows a short chain.
+        ``older`` names the list's first messages when the conversation does not hold them.
         """
         assert self.run is not None
         memory, conversation = self.agent.memory, self.agent.conversation_id
         previous = self.window or memory.last_window(conversation)
         own_run = previous is not None and previous.run_id == self.run.id
-        record = WindowRecord(self.run.id, stage.id, dropped)
-        newly = dropped
-        if previous is not None and (own_run or previous.depth < WINDOW_CHAIN):
+        record = WindowRecord(self.run.id, stage.id, dropped, older=older)
+        newly, named, base = dropped, older, older
+        if previous is not None and (own_run or previous.depth < WINDOW_CHAIN) and previous.older is older:
             before = previous.dropped
             kept = len(before)
             # one comparison in C (of the same objects, mostly), not a call per message of the history
             if kept <= len(dropped) and (not kept or before[-1] is dropped[kept - 1]) and dropped[:kept] == before:
                 since: str | list[str] = previous.stage_id if own_run else [previous.run_id, previous.stage_id]
                 stage.set(**{DROPPED_SINCE: {DROPPED_BY_WINDOW: since}})
-                record = WindowRecord(self.run.id, stage.id, dropped, previous.depth + (0 if own_run else 1))
-                newly = dropped[len(before):]
+                record = WindowRecord(self.run.id, stage.id, dropped, previous.depth + (0 if own_run else 1), older)
+                newly, named, base = dropped[len(before):], None, previous.receipt
         self.window = record
         memory.remember_window(conversation, record)
-        return newly
+        return newly, named, base
+
+    def _took_receipt(self, stage: StageRecording, base: Recorded | None) -> None:
+        """Keep the recorder's receipt for what this call's window left out, when it names exactly
+        that: as long as the list it was handed (the receipt says which one it continues), and
+        continuing the receipt this call named or, for a list of what fell out since, the previous
+        call's. The conversation's holder may then let go of those messages (``Conversation.recorded``)."""
+        record, receipt = self.window, stage.left_receipt
+        if record is None or receipt is None or receipt.count != record.count or receipt.base is not base:
+            return
+        record = dataclasses.replace(record, receipt=receipt)
+        self.window = record
+        memory = self.agent.memory
+        memory.remember_window(self.agent.conversation_id, record)
+        memory.require(self.agent.conversation_id).recorded = receipt
 
     async def _call_provider(self, request: ModelRequest) -> ModelResponse:
         provider = self.agent.provider

@@ -4,6 +4,13 @@ Messages are kept as :class:`tracer.ContextItem`, so a message restored from a s
 names the run and stage that first produced it. :meth:`ConversationMemory.context` returns what
 fits the budget (oldest dropped first, a tool result never separated from its call) and what was
 left out, which the recorder stores as "not in context".
+
+A conversation may hold only its recent messages (a standing host's do): ``older``, a receipt
+from the recorder (:class:`tracer.Recorded`), names its first ``older.count`` messages as a
+recorded call left them out, and ``load_older`` reads them back when something needs them
+(:meth:`ConversationMemory.hold_all`). :meth:`ConversationMemory.window` is :meth:`context` for
+such a conversation. After a recorded call, ``recorded`` is the receipt for what its window left
+out (whoever holds the conversation may let go of those messages).
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import copy
 import json
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +29,7 @@ from tracer import (
     ItemKind,
     Origin,
     OriginKind,
+    Recorded,
     context_item_from_dict,
     context_item_to_dict,
 )
@@ -37,12 +45,21 @@ class WindowRecord:
 
     ``depth`` counts the runs since one recorded its whole list: a later run records only what fell
     out since, naming this call, until the chain is long enough that it records the whole list again.
+    ``dropped`` is the list's held part when ``older`` names its first messages (see the module's
+    docstring); ``receipt`` is the recorder's for the whole list, once the call was recorded.
     """
 
     run_id: str
     stage_id: str
     dropped: list[ContextItem]
     depth: int = 0
+    older: Recorded | None = None
+    receipt: Recorded | None = None
+
+    @property
+    def count(self) -> int:
+        """How many messages the call's window left out."""
+        return len(self.dropped) + (self.older.count if self.older is not None else 0)
 _CALL_OVERHEAD_CHARS = 50
 
 
@@ -64,9 +81,21 @@ class Conversation:
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
+    # the first older.count messages, not held here (``messages`` are the ones after them)
+    older: Recorded | None = field(default=None, repr=False, compare=False)
+    load_older: Callable[[], Awaitable[Sequence[ContextItem]]] | None = field(default=None, repr=False, compare=False)
+    recorded: Recorded | None = field(default=None, repr=False, compare=False)  # see the module's docstring
+
+    @property
+    def offset(self) -> int:
+        """How many messages come before ``messages`` (those ``older`` names)."""
+        return self.older.count if self.older is not None else 0
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form (what :meth:`ConversationMemory.export` writes)."""
+        if self.older is not None:
+            raise UserError(f"conversation {self.id!r} holds only its recent messages: "
+                            "ConversationMemory.hold_all() reads the others back first")
         return {
             "format": "footprint.conversation/1",
             "id": self.id,
@@ -165,7 +194,8 @@ class ConversationMemory:
         now = time.time()
         # context items are immutable, so the copy shares them; the list and metadata are its own
         conv = Conversation(uuid.uuid4().hex, source.system_prompt, list(source.messages),
-                            {**copy.deepcopy(source.metadata), "forked_from": source.id}, now, now)
+                            {**copy.deepcopy(source.metadata), "forked_from": source.id}, now, now,
+                            older=source.older, load_older=source.load_older)
         self._conversations[conv.id] = conv
         return conv
 
@@ -180,6 +210,7 @@ class ConversationMemory:
         """Drop every message of a conversation, keeping it."""
         conv = self.require(conversation_id)
         conv.messages.clear()
+        conv.older = conv.recorded = conv.load_older = None
         conv.updated_at = time.time()
         self._windows.pop(conversation_id, None)
 
@@ -196,33 +227,85 @@ class ConversationMemory:
 
         The current turn (the newest user message and everything after it) is always kept, and a
         window never begins with a tool call or result whose partner was dropped. The system
-        prompt is not a message here: the prompt composer adds it to every context.
+        prompt is not a message here: the prompt composer adds it to every context. A
+        conversation holding only its recent messages takes :meth:`window`.
         """
-        messages = self.require(conversation_id).messages
-        count = len(messages)
+        conv = self.require(conversation_id)
+        if conv.older is not None:
+            raise UserError(f"conversation {conversation_id!r} holds only its recent messages: "
+                            "ConversationMemory.window() gives its context")
+        messages = conv.messages
+        start = self._start(messages, 0)
+        assert start is not None  # (a conversation holding every message needs no other)
+        if start == 0:
+            return list(messages), []
+        return messages[start:], messages[:start]
+
+    async def window(self, conversation_id: str) -> tuple[list[ContextItem], list[ContextItem], Recorded | None]:
+        """:meth:`context` for a conversation that may hold only its recent messages: what fits,
+        the held part of what was left out, and the receipt naming the rest (None: all are held).
+
+        When the window reaches into the messages not held (a smaller budget, a rewind), they are
+        read back first (:meth:`hold_all`).
+        """
+        conv = self.require(conversation_id)
+        if conv.older is not None:
+            start = self._start(conv.messages, conv.offset)
+            if start is not None:
+                at = start - conv.offset
+                return conv.messages[at:], conv.messages[:at], conv.older
+            await self.hold_all(conversation_id)
+        kept, dropped = self.context(conversation_id)  # (a subclass may choose the window its own way)
+        return kept, dropped, None
+
+    async def hold_all(self, conversation_id: str) -> Conversation:
+        """Read back the messages a conversation does not hold (``load_older``), so it holds all."""
+        conv = self.require(conversation_id)
+        if conv.older is None:
+            return conv
+        if conv.load_older is None:
+            raise UserError(f"conversation {conversation_id!r} holds only its recent messages and has no "
+                            "way to read the others back")
+        older = list(await conv.load_older())
+        if len(older) != conv.older.count:
+            raise UserError(f"conversation {conversation_id!r}: {len(older)} older messages read back, "
+                            f"{conv.older.count} expected")
+        conv.messages[:0] = older
+        conv.older = None
+        return conv
+
+    def _start(self, messages: list[ContextItem], offset: int) -> int | None:
+        """Where the window begins in the whole conversation, whose messages from ``offset`` on are
+        ``messages``; None when that depends on the ones before them."""
+        count = offset + len(messages)
         protect = count
-        for index in range(count - 1, -1, -1):
+        for index in range(len(messages) - 1, -1, -1):
             if messages[index].item.kind == ItemKind.USER:
-                protect = index
+                protect = offset + index
                 break
+        else:
+            if offset:
+                return None  # (the current turn's message is not held)
         start = 0
         if self.max_messages is not None and count > self.max_messages:
             start = min(count - self.max_messages, protect)
         # the oldest messages go first: walk back from the newest while they fit the budget (a long
         # conversation's window costs what the window holds, not what the conversation does)
+        floor = max(start, offset)
         fits, total = count, 0
-        while fits > start:
-            total += self._tokens(messages[fits - 1])
+        while fits > floor:
+            total += self._tokens(messages[fits - 1 - offset])
             if total > self.max_tokens:
                 break
             fits -= 1
+        else:
+            if floor > start:
+                return None  # everything held fits: the window may reach into what is not
         start = min(fits, protect) if fits > start else start
         # never begin mid-exchange: skip orphaned results and calls
-        while start < protect and messages[start].item.kind in (ItemKind.TOOL_RESULT, ItemKind.TOOL_CALL):
+        while start < protect and messages[start - offset].item.kind in (ItemKind.TOOL_RESULT, ItemKind.TOOL_CALL):
             start += 1
-        if start == 0:
-            return list(messages), []
-        return messages[start:], messages[:start]
+        return start
 
     def full_context(self, conversation_id: str) -> tuple[list[ContextItem], list[ContextItem]]:
         """:meth:`context` with the conversation's system prompt first (always kept; not counted)."""
@@ -259,9 +342,10 @@ class ConversationMemory:
         return cached
 
     def stats(self, conversation_id: str) -> MemoryStats:
-        """Message count, estimated tokens and last activity."""
+        """Message count, estimated tokens (of the messages held) and last activity."""
         conv = self.require(conversation_id)
-        return MemoryStats(len(conv.messages), sum(self._tokens(m) for m in conv.messages), conv.updated_at)
+        return MemoryStats(conv.offset + len(conv.messages), sum(self._tokens(m) for m in conv.messages),
+                           conv.updated_at)
 
     def export(self, conversation_id: str) -> str:
         """The conversation as JSON text."""

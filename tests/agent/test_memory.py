@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from agent import Conversation, ConversationMemory, estimate_item_tokens
 from agent.errors import UserError
-from tracer import ContextItem, Item, ItemKind, Origin, OriginKind
+from tracer import ContextItem, Item, ItemKind, Origin, OriginKind, Recorded
 
 STAGE = Origin(OriginKind.STAGE, "r-1", "s-1")
 
@@ -217,3 +217,68 @@ def test_put_replaces_a_whole_conversation() -> None:
     memory = ConversationMemory()
     memory.put(Conversation("s1", "sys", [user("restored")]))
     assert memory.require("s1").messages == [user("restored")]
+
+
+# ---------------------------------------------------------------------- a conversation holding its recent part
+
+
+def _receipt(count: int) -> Recorded:
+    return Recorded(count, "memory_window", None, "s-x", object(), [], 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["user", "assistant", "tool"]), min_size=1, max_size=40),
+       st.integers(5, 120), st.one_of(st.none(), st.integers(1, 12)), st.integers(0, 40), st.integers(0, 6))
+async def test_a_conversation_holding_its_recent_part_gets_the_window_the_whole_one_does(
+    shape: list[str], max_tokens: int, max_messages: int | None, cut: int, more: int,
+) -> None:
+    """Whatever the budget: the window over the messages held is the whole conversation's, and when
+    it would reach into what is not held, those are read back first."""
+    messages: list[ContextItem] = []
+    for n, kind in enumerate(shape):
+        if kind == "tool":
+            messages += [call(f"c{n}"), result(f"c{n}", "r" * (n % 7))]
+        else:
+            messages.append(user(f"u{n} " + "x" * (n % 11)) if kind == "user" else assistant(f"a{n} " + "y" * (n % 5)))
+    whole = ConversationMemory(max_tokens=max_tokens, max_messages=max_messages)
+    whole.put(Conversation("c", messages=list(messages)))
+    want_kept, want_dropped = whole.context("c")
+    # a holder lets go of the first messages a recorded window left out (a window over fewer messages)
+    earlier = ConversationMemory(max_tokens=max_tokens + more, max_messages=max_messages)
+    earlier.put(Conversation("c", messages=messages[:max(1, len(messages) - cut)]))
+    held_from = len(earlier.context("c")[1])
+    reads: list[int] = []
+
+    async def load() -> list[ContextItem]:
+        reads.append(held_from)
+        return messages[:held_from]
+
+    part = ConversationMemory(max_tokens=max_tokens, max_messages=max_messages)
+    part.put(Conversation("c", messages=messages[held_from:], older=_receipt(held_from) if held_from else None,
+                          load_older=load))
+    kept, dropped, older = await part.window("c")
+    assert kept == want_kept
+    if older is None:
+        assert dropped == want_dropped and part.require("c").messages == messages
+    else:
+        assert not reads and older.count == held_from and dropped == want_dropped[held_from:]
+        assert want_dropped[:held_from] == messages[:held_from]
+    assert part.stats("c").message_count == len(messages)
+
+
+async def test_a_conversation_holding_its_recent_part_is_not_exported_and_says_so() -> None:
+    memory = ConversationMemory()
+    memory.put(Conversation("c", messages=[user("recent")], older=_receipt(4)))
+    with pytest.raises(UserError, match="holds only its recent messages"):
+        memory.export("c")
+    with pytest.raises(UserError, match="holds only its recent messages"):
+        memory.context("c")
+    with pytest.raises(UserError, match="no way to read the others back"):
+        await memory.hold_all("c")
+    memory.require("c").load_older = lambda: _messages([user("a")])
+    with pytest.raises(UserError, match="1 older messages read back, 4 expected"):
+        await memory.hold_all("c")
+
+
+async def _messages(items: list[ContextItem]) -> list[ContextItem]:
+    return items
