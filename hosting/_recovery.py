@@ -155,6 +155,7 @@ async def recover(turns: SessionTurns, agent: Agent, envelope: Envelope, emit: E
     state = turns.hydrate(agent, envelope.session_id, envelope, kind=str(marker.get("kind", "run")),
                           text=str(marker.get("text", "")), turn_id=marker.get("turn_id"))
     try:
+        await agent.memory.hold_all(state.conversation_id)  # (the plan counts the conversation's messages)
         state.base = int(marker.get("base", state.base))
         state.run_id = marker.get("run_id")
         state.turns, state.tool_calls = int(marker.get("turns", 0)), int(marker.get("tool_calls", 0))

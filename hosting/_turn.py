@@ -20,6 +20,7 @@ run's session id, so anonymous runs and runs outside the host are untouched.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import Callable
@@ -91,6 +92,8 @@ class SessionTurns:
         if envelope is None:
             envelope = Envelope(session_id, Conversation(session_id, agent.persona).to_dict())
         conversation = envelope.conversation_obj()
+        if envelope.older is not None:  # (the store has the messages the envelope let go of)
+            conversation.load_older = functools.partial(self.sessions.older_messages, session_id, envelope.offset)
         agent.memory.put(conversation)
         agent.conversation_id = conversation.id
         agent.session_id = session_id
@@ -181,7 +184,8 @@ class SessionTurns:
             # cancels it midway (a sync checkpoint inside the run can be: see _save)
             latest = state.envelope
             state.envelope = await self.sessions.save(
-                envelope.replace(version=latest.version, stored=latest.held() if latest.version else ()))
+                envelope.replace(version=latest.version, stored=latest.held() if latest.version else (),
+                                 stored_at=latest.offset if latest.version else 0))
         return reply
 
     # ------------------------------------------------------------------ sync checkpoints

@@ -11,7 +11,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any
 
-from tracer import RedactionPolicy
+from tracer import ContextItem, RedactionPolicy
 
 from ..errors import SessionStoreError
 from ._envelope import Envelope, SessionSummary
@@ -47,6 +47,12 @@ class SessionStore(ABC):
         for compatibility: every save is committed before it returns, so a reply is never sent
         for a turn that is not stored.
         """
+
+    async def older_messages(self, session_id: str, count: int) -> tuple[ContextItem, ...]:
+        """The session's first ``count`` messages (a store whose envelopes let go of them reads them
+        back; one that always holds them never hands out such an envelope)."""
+        raise SessionStoreError(f"the session store {self.name} cannot read back session "
+                                f"{session_id!r}'s first {count} messages")
 
     @abstractmethod
     async def finished_turn(self, session_id: str, turn_id: str, text: str) -> tuple[dict[str, Any], bool] | None:

@@ -12,6 +12,11 @@ and the rest as one small value (see :mod:`hosting.sessions._records`). An envel
 knows which of its messages are already stored (``stored``, the messages at ``version``), so a
 save appends only the new ones. :meth:`Envelope.decode` reads the whole-envelope text earlier
 versions stored (``footprint.session/1``), which stores migrate on open.
+
+An envelope may hold only the conversation's recent messages: ``older`` (a recorder's receipt,
+:class:`tracer.Recorded`) names the first ``older.count``, which a recorded call's window left out,
+and ``messages`` are the ones after them (the store has them all). A host's cache keeps envelopes
+so (:meth:`Envelope.trimmed`): what a long session holds is its window, not its history.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent import Conversation, PauseState
-from tracer import ContextItem
+from tracer import ContextItem, Recorded
 
 from ..errors import UnreadableEnvelopeError
 
@@ -66,6 +71,11 @@ class Envelope:
     messages: tuple[ContextItem, ...] | None = field(default=None, repr=False, compare=False)
     # the messages as stored at ``version`` (what a save appends after); None: not known here
     stored: tuple[ContextItem, ...] | None = field(default=None, repr=False, compare=False)
+    # the first older.count messages, not held (``messages`` come after them); see the module's docstring
+    older: Recorded | None = field(default=None, repr=False, compare=False)
+    stored_at: int = field(default=0, repr=False, compare=False)  # the messages before ``stored``
+    # the recorder's receipt for the messages the last call's window left out (they may be let go)
+    recorded: Recorded | None = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------------ reading the parts
 
@@ -80,8 +90,23 @@ class Envelope:
         return Conversation(
             id=str(data["id"]), system_prompt=data.get("system_prompt"), messages=list(self.messages),
             metadata=dict(data.get("metadata") or {}), created_at=float(data.get("created_at") or 0.0),
-            updated_at=float(data.get("updated_at") or 0.0),
+            updated_at=float(data.get("updated_at") or 0.0), older=self.older, recorded=self.recorded,
         )
+
+    @property
+    def offset(self) -> int:
+        """How many messages come before the ones held (those ``older`` names)."""
+        return self.older.count if self.older is not None else 0
+
+    def trimmed(self) -> tuple[Envelope, tuple[ContextItem, ...]]:
+        """This (saved or loaded) envelope holding only the messages after those ``recorded`` names,
+        and the messages it let go of (none when it holds no more than that)."""
+        recorded, held = self.recorded, self.held()
+        cut = recorded.count - self.offset if recorded is not None else 0
+        if cut <= 0 or cut > len(held) or self.stored is not held:
+            return self, ()
+        rest = held[cut:]
+        return self.replace(messages=rest, stored=rest, older=recorded, stored_at=recorded.count), held[:cut]
 
     def pause_state(self) -> PauseState | None:
         """The paused run, when the session waits for a person."""
@@ -115,7 +140,9 @@ class Envelope:
                             conversation.created_at, conversation.updated_at).to_dict()
         return Envelope(self.session_id, data, pause, self.version, self.created_at, self.updated_at,
                         status=status, last_run_id=last_run_id, turn=turn, tool_results=tool_results,
-                        messages=tuple(conversation.messages), stored=self.held() if self.version else ())
+                        messages=tuple(conversation.messages), stored=self.held() if self.version else (),
+                        older=conversation.older, stored_at=self.offset if self.version else 0,
+                        recorded=conversation.recorded)
 
     def held(self) -> tuple[ContextItem, ...]:
         """The messages this envelope holds (parsed from ``conversation`` when they are not at hand)."""
@@ -125,8 +152,8 @@ class Envelope:
 
     @property
     def message_count(self) -> int:
-        """How many messages the conversation holds."""
-        return len(self.held())
+        """How many messages the conversation has (held or not)."""
+        return self.offset + len(self.held())
 
     @property
     def awaiting(self) -> bool:

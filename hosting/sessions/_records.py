@@ -32,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from tracer import ContextItem, RedactionPolicy, context_item_from_dict, context_item_to_dict
+from tracer import ContextItem, Recorded, RedactionPolicy, context_item_from_dict, context_item_to_dict
 
 from ..errors import SessionStoreError, UnreadableEnvelopeError, VersionConflictError
 from ._base import SessionStore
@@ -43,9 +43,11 @@ FORMAT = "footprint.session/2"
 SESSION_VALUE = "host.session"  # everything of the envelope but its messages
 UNREADABLE_VALUE = "host.unreadable"  # what an earlier version stored and nobody could read
 REWIND = "host.rewind"  # a record: the conversation keeps its first ``keep`` messages
-#: The conversations a host keeps in memory, in bytes as stored (``footprint serve --session-cache-mb``).
-#: A message held costs about what it stores (its text, and ~450 bytes of objects).
+#: The conversations a host keeps in memory (``footprint serve --session-cache-mb``), in bytes held:
+#: a message's text and ~450 bytes of objects. Only a session's recent messages are held (those its
+#: last recorded call's window left out are let go), so this bounds sessions, not their lengths.
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+HELD_OVERHEAD = 450
 TURN_VALUE = "turn."  # + turn_id: a finished turn's message digest and reply (see the module's docstring)
 
 
@@ -67,6 +69,11 @@ def _masked(value: Any, policy: RedactionPolicy) -> tuple[str, bool]:
     return text, False
 
 
+def _held_bytes(messages: Sequence[ContextItem]) -> int:
+    """What holding ``messages`` costs, about (see ``DEFAULT_CACHE_BYTES``)."""
+    return sum([len(ci.item.text) for ci in messages]) + HELD_OVERHEAD * len(messages)
+
+
 def _common_prefix(messages: Sequence[ContextItem], stored: Sequence[ContextItem]) -> int:
     """How many messages the conversation still holds as stored (a save appends the ones after)."""
     limit = min(len(messages), len(stored))
@@ -85,12 +92,20 @@ def envelope_writes(
 ) -> tuple[WriteSet, Envelope]:
     """The write set that stores ``envelope`` at ``version`` on top of what it says is stored, and the
     envelope as stored (masked)."""
-    messages = envelope.held()
-    stored = envelope.stored or () if envelope.version else ()
-    kept = _common_prefix(messages, stored)
+    messages, at = envelope.held(), envelope.offset
+    stored, stored_at = (envelope.stored or (), envelope.stored_at) if envelope.version else ((), 0)
+    if at > stored_at:
+        raise ValueError(f"session {envelope.session_id!r}: the envelope holds fewer messages than it says are "
+                         "stored (a conversation is never cut on its way to a save)")
+    # (a conversation that read back what the stored envelope let go of holds those as stored)
+    skip = stored_at - at
+    if len(messages) < skip:
+        kept = len(messages)  # a rewind into what the stored envelope did not hold
+    else:
+        kept = skip + _common_prefix(messages[skip:] if skip else messages, stored)
     writes = WriteSet(envelope.session_id)
-    if kept < len(stored):
-        writes.appends.append((REWIND, _dumps({"keep": kept})))
+    if at + kept < stored_at + len(stored):
+        writes.appends.append((REWIND, _dumps({"keep": at + kept})))
     added: list[ContextItem] = []
     masked = False
     for message in messages[kept:]:
@@ -116,14 +131,21 @@ def envelope_writes(
     writes.head = HeadUpdate(envelope.version if expected is None else expected, version, envelope.created_at,
                              updated_at, envelope.status)
     saved = envelope.replace(version=version, updated_at=updated_at, conversation={**head, "messages": []},
-                             messages=held, stored=held, **rest)
+                             messages=held, stored=held, stored_at=at, **rest)
     return writes, saved
 
 
-def envelope_from(session_id: str, stored: StoredSession, base: Sequence[ContextItem] = ()) -> Envelope | None:
+class _RewoundIntoOlder(Exception):
+    """An incremental read met a rewind into messages the base does not hold: read it whole."""
+
+
+def envelope_from(
+    session_id: str, stored: StoredSession, base: Sequence[ContextItem] = (), older: Recorded | None = None,
+) -> Envelope | None:
     """The envelope stored records and values make; None when the host never saved the session.
 
-    ``base``: the messages the records before ``stored.records`` made (an incremental read).
+    ``base``: the messages the records before ``stored.records`` made (an incremental read), after
+    the ``older.count`` that ``older`` names when it is given.
     """
     head = stored.head
     if head is None:
@@ -154,11 +176,15 @@ def envelope_from(session_id: str, stored: StoredSession, base: Sequence[Context
             or not isinstance(results, dict):
         raise UnreadableEnvelopeError(session_id, "its paused run, turn marker or tool results are malformed")
     messages: list[ContextItem] = list(base)
+    at = older.count if older is not None else 0
     for seq, kind, body in stored.records:
         try:
             data_body = json.loads(body)
             if kind == REWIND:
-                del messages[int(data_body["keep"]):]
+                keep = int(data_body["keep"])
+                if keep < at:
+                    raise _RewoundIntoOlder
+                del messages[keep - at:]
                 continue
             messages.append(context_item_from_dict(data_body))
         except (ValueError, KeyError, TypeError) as exc:
@@ -174,7 +200,7 @@ def envelope_from(session_id: str, stored: StoredSession, base: Sequence[Context
     return Envelope(
         session_id, {**conversation, "messages": []}, pause, head.version, head.created_at, head.updated_at,
         status=data.get("status"), last_run_id=data.get("last_run_id"), turn=turn, tool_results=results,
-        messages=held, stored=held,
+        messages=held, stored=held, older=older, stored_at=at, recorded=older,
     )
 
 
@@ -215,7 +241,7 @@ class RecordSessions(SessionStore):
         self.persistence = persistence
         self.shared = persistence.shared
         self.location = persistence.location
-        # session -> (envelope, its stored size, the number of its last record)
+        # session -> (envelope, what it holds, in bytes (_held_bytes), the number of its last record)
         self._cache: OrderedDict[str, tuple[Envelope, int, int]] = OrderedDict()
         self._cache_bytes = 0
         self._cache_limit = cache_bytes
@@ -242,7 +268,12 @@ class RecordSessions(SessionStore):
     # ------------------------------------------------------------------ the cache
 
     def _remember(self, envelope: Envelope, size: int, last_seq: int) -> None:
+        """Cache ``envelope`` (holding ``size`` bytes, see :func:`_held_bytes`) without the messages
+        its last recorded call's window left out (:meth:`Envelope.trimmed`)."""
         self._forget(envelope.session_id)
+        envelope, cut = envelope.trimmed()
+        if cut:
+            size -= _held_bytes(cut)
         if size > self._cache_limit // 4:
             return
         self._cache[envelope.session_id] = (envelope, size, last_seq)
@@ -265,22 +296,34 @@ class RecordSessions(SessionStore):
             self._cache.move_to_end(session_id)
             return cached[0].copy()
         if cached is not None:
-            held, size, last_seq = cached
+            held, _, last_seq = cached
             stored = await self.persistence.read(session_id, prefix="host.", after_seq=last_seq)
             head = stored.head
             if head is not None and head.created_at == held.created_at and head.version >= held.version:
                 # the same session, as cached or with records appended since: read only those
-                envelope = envelope_from(session_id, stored, base=held.held())
-                if envelope is not None:
-                    self._remember(envelope.copy(), size + sum(len(b) for _, _, b in stored.records),
-                                   head.next_seq - 1)
-                return envelope
+                try:
+                    envelope = envelope_from(session_id, stored, base=held.held(), older=held.older)
+                except _RewoundIntoOlder:
+                    pass  # (into what the cached envelope let go of: read it whole)
+                else:
+                    if envelope is not None:
+                        self._remember(envelope.copy(), _held_bytes(envelope.held()), head.next_seq - 1)
+                    return envelope
             self._forget(session_id)  # deleted, or deleted and created again: read it whole
         stored = await self.persistence.read(session_id, prefix="host.")
         envelope = envelope_from(session_id, stored)
         if envelope is not None and self._cache_limit and stored.head is not None:
-            self._remember(envelope.copy(), sum(len(b) for _, _, b in stored.records), stored.head.next_seq - 1)
+            self._remember(envelope.copy(), _held_bytes(envelope.held()), stored.head.next_seq - 1)
         return envelope
+
+    async def older_messages(self, session_id: str, count: int) -> tuple[ContextItem, ...]:
+        """The session's first ``count`` messages, read from the store (an envelope that let go of
+        them names them by a receipt; what needs them reads them back here)."""
+        envelope = envelope_from(session_id, await self.persistence.read(session_id, prefix="host."))
+        if envelope is None or envelope.message_count < count:
+            raise SessionStoreError(f"session {session_id!r}: its first {count} messages are no longer in "
+                                    f"{self.location}")
+        return envelope.held()[:count]
 
     async def finished_turn(self, session_id: str, turn_id: str, text: str) -> tuple[dict[str, Any], bool] | None:
         """The stored reply of the session's finished turn ``turn_id``, and whether ``text`` is the
@@ -305,7 +348,8 @@ class RecordSessions(SessionStore):
         returns (a reply is never sent for a turn that is not stored).
         """
         if envelope.version and envelope.stored is None:
-            envelope = envelope.replace(stored=await self._stored_messages(envelope))
+            current = await self._stored_envelope(envelope)
+            envelope = envelope.replace(stored=current.held(), stored_at=current.offset)
         now = max(time.time(), envelope.updated_at)
         writes, saved = envelope_writes(envelope, self.policy, version=envelope.version + 1, updated_at=now)
         try:
@@ -315,25 +359,30 @@ class RecordSessions(SessionStore):
             raise
         if self._cache_limit:
             previous = self._cache.get(envelope.session_id)
-            added = sum(len(body) for _, body in writes.appends)
+            held, appended = saved.held(), len(writes.appends)
             if not envelope.version:
-                self._remember(saved.copy(), added, len(writes.appends))
+                self._remember(saved.copy(), _held_bytes(held), appended)
             elif previous is not None and previous[0].version == envelope.version:
                 # the guard held: nobody wrote since, so the new records follow the cached ones
-                self._remember(saved.copy(), previous[1] + added, previous[2] + len(writes.appends))
+                if (writes.appends and writes.appends[0][0] == REWIND) or previous[0].offset != saved.offset:
+                    size = _held_bytes(held)
+                else:
+                    size = previous[1] + _held_bytes(held[len(held) - appended:])
+                self._remember(saved.copy(), size, previous[2] + appended)
             else:
                 self._forget(envelope.session_id)
         return saved
 
-    async def _stored_messages(self, envelope: Envelope) -> tuple[ContextItem, ...]:
-        """The messages stored at ``envelope.version`` (for an envelope that does not say which they are)."""
+    async def _stored_envelope(self, envelope: Envelope) -> Envelope:
+        """The envelope stored at ``envelope.version`` (for an envelope that does not say which
+        messages are stored)."""
         try:
             current = await self.load(envelope.session_id)
         except UnreadableEnvelopeError:
             current = None
         if current is None or current.version != envelope.version:
             raise VersionConflictError(envelope.session_id, envelope.version, None if current is None else current.version)
-        return current.held()
+        return current
 
     async def delete(self, session_id: str) -> bool:
         """Remove a session: its records, values and head."""

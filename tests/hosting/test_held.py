@@ -14,7 +14,11 @@ import asyncio
 import gc
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from agent import Agent, ConversationMemory
 from hosting import DuckDBSessions, standing_agent
 from tests.hosting.soakkit import message, soak_agent
 from tracer import Recorder, Store
@@ -71,3 +75,101 @@ async def test_a_host_holds_its_conversations_and_nothing_per_turn(tmp_path: Pat
         assert grown.get(kind, 0) == added, (kind, grown, added)
     others = {kind: n for kind, n in grown.items() if kind not in MESSAGE_TYPES}
     assert sum(others.values()) <= SLACK, others
+
+
+WINDOW_TOKENS = 1_500  # about 10 turns of the messages below: the window slides for most of the session
+
+
+def _windowed_agent(recorder: Recorder) -> Agent:
+    agent = soak_agent(recorder)
+    agent.memory = ConversationMemory(max_tokens=WINDOW_TOKENS)
+    return agent
+
+
+@pytest.mark.parametrize("durability", ["sync", "exit"])
+async def test_a_long_session_holds_its_window_not_its_history(tmp_path: Path, durability: str) -> None:
+    """Past its window, a session's held messages stop growing: the cache, the agent's memory and
+    the recorder let go of those its last recorded call left out (the store has them). What the
+    host holds between the middle and the end of a long session grows by a window's worth at most,
+    while the session gains hundreds of messages; the store still has every one, in order."""
+    store = Store.open(tmp_path / "held.duckdb")
+    sessions = DuckDBSessions(store)
+    recorder = Recorder(store)
+    host = standing_agent(agent_factory=lambda: _windowed_agent(recorder), sessions=sessions,
+                          durability=durability, close_sessions=True)
+    turns, censuses, counts = 150, [], []
+    try:
+        for turn in range(turns):
+            replies = await asyncio.gather(*(host.handle(message(n, turn, SIZE), session_id=f"long-{n}")
+                                             for n in range(SESSIONS)))
+            assert all(r.status == "answered" for r in replies), replies
+            if turn + 1 in (turns // 2, turns):
+                await sessions.flush()
+                await asyncio.to_thread(store.flush)
+                counts.append([(await sessions.load(f"long-{n}")).message_count  # type: ignore[union-attr]
+                               for n in range(SESSIONS)])
+                censuses.append(_census())
+        # what was let go of is read back from the store whole, in order, when something needs it
+        whole = await sessions.older_messages("long-0", counts[1][0])
+        assert [m.item.kind for m in whole[:3]] == ["user", "assistant", "user"]
+        assert whole[0].item.text == message(0, 0, SIZE)
+        assert sum(1 for m in whole if m.item.kind == "user") == turns
+    finally:
+        await host.close()
+        store.close()
+    before, after = censuses
+    added = sum(counts[1]) - sum(counts[0])
+    assert added > 2 * SESSIONS * (turns // 2)
+    grown = after["ContextItem"] - before["ContextItem"]
+    assert grown <= 40, (grown, added)  # a window is ~25 messages a session: not the ~330 added
+
+
+@pytest.mark.parametrize(("durability", "evict_every"), [("sync", 0), ("exit", 7)])
+async def test_a_host_letting_go_of_old_messages_records_the_rows_one_holding_them_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str, evict_every: int,
+) -> None:
+    """The same sessions through a host that keeps no envelope (every turn reads the whole
+    conversation back, and hands the recorder every item) and through one whose cache lets go of
+    what the windows left out (the recorder is handed receipts; now and then a session is read
+    back whole): the recordings' snapshot rows are the same, row for row."""
+
+    async def rows(name: str, cache_bytes: int) -> list[list[tuple[object, ...]]]:
+        counter = iter(range(1, 10_000_000))
+        monkeypatch.setattr("tracer._recorder.new_id", lambda prefix: f"{prefix}-{next(counter):09d}")
+        store = Store.open(tmp_path / f"{name}.duckdb")
+        sessions = DuckDBSessions(store, cache_bytes=cache_bytes)
+        recorder = Recorder(store)
+        host = standing_agent(agent_factory=lambda: _windowed_agent(recorder), sessions=sessions,
+                              durability=durability, close_sessions=True)
+        try:
+            for turn in range(60):
+                for n in range(SESSIONS):  # (one after the other: the ids are handed out in the same order)
+                    reply = await host.handle(message(n, turn, SIZE), session_id=f"same-{n}")
+                    assert reply.status == "answered", reply
+                    if cache_bytes and evict_every and turn % evict_every == n:
+                        sessions._forget(f"same-{n}")
+            await sessions.flush()
+            await asyncio.to_thread(store.flush)
+            return [store.query(q) for q in ("SELECT * FROM fp_snapshot ORDER BY stage_id",
+                                             "SELECT count(*) FROM fp_entry", "SELECT count(*) FROM fp_stage")]
+        finally:
+            await host.close()
+            store.close()
+
+    from tracer import LeftOut
+    from tracer._rows import SnapshotPacker
+
+    named: list[bool] = []
+    add = SnapshotPacker.add
+
+    def counted(self: SnapshotPacker, *args: Any) -> Any:
+        named.append(isinstance(args[4], LeftOut) and args[4].recorded is not None)
+        return add(self, *args)
+
+    monkeypatch.setattr(SnapshotPacker, "add", counted)
+    whole = await rows("whole", 0)
+    assert not any(named)
+    held = await rows("held", 64 * 1024 * 1024)
+    assert sum(named) > 60 * SESSIONS // 2  # most turns named what their window left out by a receipt
+    assert whole[2][0][0] > 60 * SESSIONS * 3  # (the runs were recorded)
+    assert held == whole
