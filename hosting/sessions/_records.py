@@ -364,10 +364,13 @@ class RecordSessions(SessionStore):
                 self._remember(saved.copy(), _held_bytes(held), appended)
             elif previous is not None and previous[0].version == envelope.version:
                 # the guard held: nobody wrote since, so the new records follow the cached ones
-                if (writes.appends and writes.appends[0][0] == REWIND) or previous[0].offset != saved.offset:
+                # what it holds is the cached part, the messages before it that the turn still
+                # held (those its calls' windows left out since it began) and the new ones
+                before = previous[0].offset - saved.offset
+                if (writes.appends and writes.appends[0][0] == REWIND) or before < 0:
                     size = _held_bytes(held)
                 else:
-                    size = previous[1] + _held_bytes(held[len(held) - appended:])
+                    size = previous[1] + _held_bytes(held[:before]) + _held_bytes(held[len(held) - appended:])
                 self._remember(saved.copy(), size, previous[2] + appended)
             else:
                 self._forget(envelope.session_id)

@@ -20,6 +20,7 @@ import pytest
 
 from agent import Agent, ConversationMemory
 from hosting import DuckDBSessions, standing_agent
+from hosting.sessions._records import _held_bytes
 from tests.hosting.soakkit import message, soak_agent
 from tracer import Recorder, Store
 
@@ -109,6 +110,9 @@ async def test_a_long_session_holds_its_window_not_its_history(tmp_path: Path, d
                 counts.append([(await sessions.load(f"long-{n}")).message_count  # type: ignore[union-attr]
                                for n in range(SESSIONS)])
                 censuses.append(_census())
+        # the cache counts what it holds (--session-cache-mb bounds that)
+        assert sessions._cache_bytes == sum(_held_bytes(e.held()) for e, _, _ in sessions._cache.values())
+        assert all(e.offset > 0 for e, _, _ in sessions._cache.values())
         # what was let go of is read back from the store whole, in order, when something needs it
         whole = await sessions.older_messages("long-0", counts[1][0])
         assert [m.item.kind for m in whole[:3]] == ["user", "assistant", "user"]
