@@ -448,6 +448,8 @@ class RunLoop:
         record, receipt = self.window, stage.left_receipt
         if record is None or receipt is None or receipt.count != record.count or receipt.base is not base:
             return
+        if self.dropped_prompt or not stage.can_name(receipt):
+            return  # (the next call could not name it: the conversation is better held whole)
         record = dataclasses.replace(record, receipt=receipt)
         self.window = record
         memory = self.agent.memory

@@ -271,7 +271,8 @@ class ConversationMemory:
             raise UserError(f"conversation {conversation_id!r}: {len(older)} older messages read back, "
                             f"{conv.older.count} expected")
         conv.messages[:0] = older
-        conv.older = None
+        # (and held so: a receipt it had is not let go by again until a call gives a new one)
+        conv.older = conv.recorded = None
         return conv
 
     def _start(self, messages: list[ContextItem], offset: int) -> int | None:

@@ -177,3 +177,33 @@ async def test_a_host_letting_go_of_old_messages_records_the_rows_one_holding_th
     assert sum(named) > 60 * SESSIONS // 2  # most turns named what their window left out by a receipt
     assert whole[2][0][0] > 60 * SESSIONS * 3  # (the runs were recorded)
     assert held == whole
+
+
+async def test_a_host_whose_recorder_has_a_listener_holds_its_sessions_whole(tmp_path: Path) -> None:
+    """A listener is told every item a stage left out, so the recorder cannot be handed receipts:
+    the host keeps holding each session whole (and never reads a conversation back per turn)."""
+    from tracer import RecordingListener
+
+    store = Store.open(tmp_path / "listened.duckdb")
+    sessions = DuckDBSessions(store)
+    recorder = Recorder(store, listeners=[RecordingListener()])
+    host = standing_agent(agent_factory=lambda: _windowed_agent(recorder), sessions=sessions, durability="exit",
+                          close_sessions=True)
+    reads: list[int] = []
+    older = sessions.older_messages
+
+    async def counted(session_id: str, count: int) -> Any:
+        reads.append(count)
+        return await older(session_id, count)
+
+    sessions.older_messages = counted  # type: ignore[method-assign]
+    try:
+        for turn in range(40):
+            reply = await host.handle(message(0, turn, SIZE), session_id="listened")
+            assert reply.status == "answered", reply
+        envelope = await sessions.load("listened")
+        assert envelope is not None and envelope.offset == 0 and envelope.message_count > 80
+        assert not reads
+    finally:
+        await host.close()
+        store.close()
