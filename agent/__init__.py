@@ -17,7 +17,7 @@ from ._events import (
 from ._facts import Fact, FactStore, InMemoryFacts
 from ._hooks import Feature, Hooks, RunContext
 from ._injector import MemoryInjector
-from ._memory import Conversation, ConversationMemory, MemoryStats, estimate_item_tokens
+from ._memory import Conversation, ConversationMemory, LeftBehind, MemoryStats, estimate_item_tokens
 from ._personal import (
     RECORD_KINDS,
     InMemoryPersonalMemory,
@@ -44,6 +44,7 @@ __all__ = [
     "InMemoryFacts",
     "InMemoryPersonalMemory",
     "InferenceFinished",
+    "LeftBehind",
     "MemoryInjector",
     "MemoryRecord",
     "MemoryStats",

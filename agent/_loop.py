@@ -38,7 +38,7 @@ from ._batch import result_item, run_batch
 from ._driver import LoopDriver
 from ._events import AgentEvent, InferenceFinished, PauseState, RunResult, TextDeltaEvent
 from ._hooks import RunContext
-from ._memory import DROPPED_BY_WINDOW, WindowRecord
+from ._memory import DROPPED_BY_WINDOW, LeftBehind, WindowRecord
 from ._pause import Paused, resume_batch
 from ._prompt import DROPPED_BY_LENGTH_CAP, PromptContext
 from .errors import ProviderCancelledError, ProviderError, ReplayMismatchError
@@ -354,7 +354,7 @@ class RunLoop:
         self.tail = [stage]
         memory, conversation = agent.memory, agent.conversation_id
         older = memory.require(conversation).older
-        if older is not None and (self.dropped_prompt or not stage.can_name(older)):
+        if older is not None and (self.dropped_prompt or not stage.can_name(older.receipt)):
             # the recorder must be handed every item it did not record this way: read them back
             await memory.hold_all(conversation)
         history, dropped, older = await memory.window(conversation)
@@ -366,7 +366,8 @@ class RunLoop:
             newly, named, base = self._newly_dropped(stage, dropped, older)
             # the window's list as it is, not a pair per message: it grows with the conversation
             stage.inputs(context, dropped=LeftOut(*(((ci,), why) for ci, why in self.dropped_prompt),
-                                                  (newly, DROPPED_BY_WINDOW), recorded=named))
+                                                  (newly, DROPPED_BY_WINDOW),
+                                                  recorded=named.receipt if named is not None else None))
         else:
             stage.inputs(context, dropped=self.dropped_prompt)
         await self.hook("before_inference", ctx, request)
@@ -408,8 +409,8 @@ class RunLoop:
         return stage, response, outputs
 
     def _newly_dropped(
-        self, stage: StageRecording, dropped: list[ContextItem], older: Recorded | None
-    ) -> tuple[list[ContextItem], Recorded | None, Recorded | None]:
+        self, stage: StageRecording, dropped: list[ContextItem], older: LeftBehind | None
+    ) -> tuple[list[ContextItem], LeftBehind | None, Recorded | None]:
         """What the window left out of this call that it had not left out of the conversation's previous
         one: (the items to hand over, the receipt naming the ones before them, and the receipt the
         recorder's receipt for this call must say it continues — see :meth:`_took_receipt`).
@@ -426,7 +427,7 @@ class RunLoop:
         previous = self.window or memory.last_window(conversation)
         own_run = previous is not None and previous.run_id == self.run.id
         record = WindowRecord(self.run.id, stage.id, dropped, older=older)
-        newly, named, base = dropped, older, older
+        newly, named, base = dropped, older, older.receipt if older is not None else None
         if previous is not None and (own_run or previous.depth < WINDOW_CHAIN) and previous.older is older:
             before = previous.dropped
             kept = len(before)
@@ -454,7 +455,7 @@ class RunLoop:
         self.window = record
         memory = self.agent.memory
         memory.remember_window(self.agent.conversation_id, record)
-        memory.require(self.agent.conversation_id).recorded = receipt
+        memory.require(self.agent.conversation_id).recorded = LeftBehind(receipt, memory.max_tokens, memory.max_messages)
 
     async def _call_provider(self, request: ModelRequest) -> ModelResponse:
         provider = self.agent.provider

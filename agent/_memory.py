@@ -40,6 +40,22 @@ DROPPED_BY_WINDOW = "memory_window"
 
 
 @dataclass(frozen=True)
+class LeftBehind:
+    """The first ``count`` messages of a conversation, named by the recorder's receipt for them:
+    a recorded call's window left them out, under a memory of these settings (so a later window of
+    the same settings never reaches back into them: it only moves forward)."""
+
+    receipt: Recorded
+    max_tokens: int
+    max_messages: int | None
+
+    @property
+    def count(self) -> int:
+        """How many messages it names."""
+        return self.receipt.count
+
+
+@dataclass(frozen=True)
 class WindowRecord:
     """What the window left out of the latest recorded call of a conversation (see :mod:`agent._loop`).
 
@@ -53,7 +69,7 @@ class WindowRecord:
     stage_id: str
     dropped: list[ContextItem]
     depth: int = 0
-    older: Recorded | None = None
+    older: LeftBehind | None = None
     receipt: Recorded | None = None
 
     @property
@@ -82,9 +98,9 @@ class Conversation:
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     # the first older.count messages, not held here (``messages`` are the ones after them)
-    older: Recorded | None = field(default=None, repr=False, compare=False)
+    older: LeftBehind | None = field(default=None, repr=False, compare=False)
     load_older: Callable[[], Awaitable[Sequence[ContextItem]]] | None = field(default=None, repr=False, compare=False)
-    recorded: Recorded | None = field(default=None, repr=False, compare=False)  # see the module's docstring
+    recorded: LeftBehind | None = field(default=None, repr=False, compare=False)  # see the module's docstring
 
     @property
     def offset(self) -> int:
@@ -241,7 +257,7 @@ class ConversationMemory:
             return list(messages), []
         return messages[start:], messages[:start]
 
-    async def window(self, conversation_id: str) -> tuple[list[ContextItem], list[ContextItem], Recorded | None]:
+    async def window(self, conversation_id: str) -> tuple[list[ContextItem], list[ContextItem], LeftBehind | None]:
         """:meth:`context` for a conversation that may hold only its recent messages: what fits,
         the held part of what was left out, and the receipt naming the rest (None: all are held).
 
@@ -249,8 +265,8 @@ class ConversationMemory:
         read back first (:meth:`hold_all`).
         """
         conv = self.require(conversation_id)
-        if conv.older is not None:
-            start = self._start(conv.messages, conv.offset)
+        if conv.older is not None and type(self).context is ConversationMemory.context:
+            start = self._start(conv.messages, conv.offset, conv.older)
             if start is not None:
                 at = start - conv.offset
                 return conv.messages[at:], conv.messages[:at], conv.older
@@ -275,9 +291,14 @@ class ConversationMemory:
         conv.older = conv.recorded = None
         return conv
 
-    def _start(self, messages: list[ContextItem], offset: int) -> int | None:
+    def _start(self, messages: list[ContextItem], offset: int, older: LeftBehind | None = None) -> int | None:
         """Where the window begins in the whole conversation, whose messages from ``offset`` on are
-        ``messages``; None when that depends on the ones before them."""
+        ``messages`` (``older`` names the ones before); None when that depends on those."""
+        # A window of the same settings began at ``offset`` before (it left ``older`` out), and
+        # windows only move forward as messages are added: the budget's start, the count cap's and
+        # the current turn's all do, and so does skipping tool messages. So this one begins at
+        # ``offset`` or later, and what is not held never decides where.
+        same = older is not None and (older.max_tokens, older.max_messages) == (self.max_tokens, self.max_messages)
         count = offset + len(messages)
         protect = count
         for index in range(len(messages) - 1, -1, -1):
@@ -285,7 +306,7 @@ class ConversationMemory:
                 protect = offset + index
                 break
         else:
-            if offset:
+            if offset and not same:
                 return None  # (the current turn's message is not held)
         start = 0
         if self.max_messages is not None and count > self.max_messages:
@@ -300,8 +321,10 @@ class ConversationMemory:
                 break
             fits -= 1
         else:
-            if floor > start:
-                return None  # everything held fits: the window may reach into what is not
+            if floor > start:  # everything held fits: the window begins at ``offset`` at the earliest
+                if not same:
+                    return None
+                fits = start = offset
         start = min(fits, protect) if fits > start else start
         # never begin mid-exchange: skip orphaned results and calls
         while start < protect and messages[start - offset].item.kind in (ItemKind.TOOL_RESULT, ItemKind.TOOL_CALL):

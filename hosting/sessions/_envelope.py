@@ -27,8 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent import Conversation, PauseState
-from tracer import ContextItem, Recorded
+from agent import Conversation, LeftBehind, PauseState
+from tracer import ContextItem
 
 from ..errors import UnreadableEnvelopeError
 
@@ -72,10 +72,10 @@ class Envelope:
     # the messages as stored at ``version`` (what a save appends after); None: not known here
     stored: tuple[ContextItem, ...] | None = field(default=None, repr=False, compare=False)
     # the first older.count messages, not held (``messages`` come after them); see the module's docstring
-    older: Recorded | None = field(default=None, repr=False, compare=False)
+    older: LeftBehind | None = field(default=None, repr=False, compare=False)
     stored_at: int = field(default=0, repr=False, compare=False)  # the messages before ``stored``
     # the recorder's receipt for the messages the last call's window left out (they may be let go)
-    recorded: Recorded | None = field(default=None, repr=False, compare=False)
+    recorded: LeftBehind | None = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------------ reading the parts
 
@@ -103,8 +103,10 @@ class Envelope:
         and the messages it let go of (none when it holds no more than that)."""
         recorded, held = self.recorded, self.held()
         cut = recorded.count - self.offset if recorded is not None else 0
-        if cut <= 0 or cut > len(held) or self.stored is not held:
+        if recorded is None or cut < 0 or cut > len(held) or self.stored is not held:
             return self, ()
+        if cut == 0:  # (nothing more left out, and the recorder's latest receipt names it)
+            return (self if recorded is self.older else self.replace(older=recorded)), ()
         rest = held[cut:]
         return self.replace(messages=rest, stored=rest, older=recorded, stored_at=recorded.count), held[:cut]
 

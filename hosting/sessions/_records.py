@@ -32,7 +32,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from tracer import ContextItem, Recorded, RedactionPolicy, context_item_from_dict, context_item_to_dict
+from agent import LeftBehind
+from tracer import ContextItem, RedactionPolicy, context_item_from_dict, context_item_to_dict
 
 from ..errors import SessionStoreError, UnreadableEnvelopeError, VersionConflictError
 from ._base import SessionStore
@@ -140,7 +141,7 @@ class _RewoundIntoOlder(Exception):
 
 
 def envelope_from(
-    session_id: str, stored: StoredSession, base: Sequence[ContextItem] = (), older: Recorded | None = None,
+    session_id: str, stored: StoredSession, base: Sequence[ContextItem] = (), older: LeftBehind | None = None,
 ) -> Envelope | None:
     """The envelope stored records and values make; None when the host never saved the session.
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent import Conversation, ConversationMemory, estimate_item_tokens
+from agent import Conversation, ConversationMemory, LeftBehind, estimate_item_tokens
 from agent.errors import UserError
 from tracer import ContextItem, Item, ItemKind, Origin, OriginKind, Recorded
 
@@ -222,8 +222,8 @@ def test_put_replaces_a_whole_conversation() -> None:
 # ---------------------------------------------------------------------- a conversation holding its recent part
 
 
-def _receipt(count: int) -> Recorded:
-    return Recorded(count, "memory_window", None, "s-x", object(), [], 0)
+def _receipt(count: int, max_tokens: int = 100, max_messages: int | None = None) -> LeftBehind:
+    return LeftBehind(Recorded(count, "memory_window", None, "s-x", object(), [], 0), max_tokens, max_messages)
 
 
 @settings(max_examples=200, deadline=None)
@@ -254,8 +254,8 @@ async def test_a_conversation_holding_its_recent_part_gets_the_window_the_whole_
         return messages[:held_from]
 
     part = ConversationMemory(max_tokens=max_tokens, max_messages=max_messages)
-    part.put(Conversation("c", messages=messages[held_from:], older=_receipt(held_from) if held_from else None,
-                          load_older=load))
+    left = _receipt(held_from, max_tokens + more, max_messages) if held_from else None
+    part.put(Conversation("c", messages=messages[held_from:], older=left, load_older=load))
     kept, dropped, older = await part.window("c")
     assert kept == want_kept
     if older is None:
@@ -263,6 +263,8 @@ async def test_a_conversation_holding_its_recent_part_gets_the_window_the_whole_
     else:
         assert not reads and older.count == held_from and dropped == want_dropped[held_from:]
         assert want_dropped[:held_from] == messages[:held_from]
+    # a window of the same settings as the one that left them out never reaches back into them
+    assert more or not reads
     assert part.stats("c").message_count == len(messages)
 
 
