@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,24 @@ def _census() -> Counter[str]:
                    if str(getattr(type(o), "__module__", "")).split(".")[0] in OURS)
 
 
+async def _drive(host: Any, sessions: DuckDBSessions, store: Store, turns: int, prefix: str,
+                 sample: Callable[[], Awaitable[Any]]) -> tuple[list[Counter[str]], list[Any]]:
+    """``turns`` turns of every session through ``host``; at the middle and at the end, with
+    everything flushed, the objects of footprint's types and what ``sample`` reads."""
+    censuses: list[Counter[str]] = []
+    samples: list[Any] = []
+    for turn in range(turns):
+        replies = await asyncio.gather(*(host.handle(message(n, turn, SIZE), session_id=f"{prefix}-{n}")
+                                         for n in range(SESSIONS)))
+        assert all(r.status == "answered" for r in replies), replies
+        if turn + 1 in (turns // 2, turns):
+            await sessions.flush()
+            await asyncio.to_thread(store.flush)
+            samples.append(await sample())
+            censuses.append(_census())
+    return censuses, samples
+
+
 async def test_a_host_holds_its_conversations_and_nothing_per_turn(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "held.duckdb")
     sessions = DuckDBSessions(store)
@@ -53,18 +72,8 @@ async def test_a_host_holds_its_conversations_and_nothing_per_turn(tmp_path: Pat
             total += envelope.message_count
         return total
 
-    censuses: list[Counter[str]] = []
-    held: list[int] = []
     try:
-        for turn in range(TURNS):
-            replies = await asyncio.gather(*(host.handle(message(n, turn, SIZE), session_id=f"held-{n}")
-                                             for n in range(SESSIONS)))
-            assert all(r.status == "answered" for r in replies), replies
-            if turn + 1 in (TURNS // 2, TURNS):
-                await sessions.flush()
-                await asyncio.to_thread(store.flush)
-                held.append(await messages_held())
-                censuses.append(_census())
+        censuses, held = await _drive(host, sessions, store, TURNS, "held", messages_held)
     finally:
         await host.close()
         store.close()
@@ -98,18 +107,14 @@ async def test_a_long_session_holds_its_window_not_its_history(tmp_path: Path, d
     recorder = Recorder(store)
     host = standing_agent(agent_factory=lambda: _windowed_agent(recorder), sessions=sessions,
                           durability=durability, close_sessions=True)
-    turns, censuses, counts = 150, [], []
+    turns = 150
+
+    async def message_counts() -> list[int]:
+        return [(await sessions.load(f"long-{n}")).message_count  # type: ignore[union-attr]
+                for n in range(SESSIONS)]
+
     try:
-        for turn in range(turns):
-            replies = await asyncio.gather(*(host.handle(message(n, turn, SIZE), session_id=f"long-{n}")
-                                             for n in range(SESSIONS)))
-            assert all(r.status == "answered" for r in replies), replies
-            if turn + 1 in (turns // 2, turns):
-                await sessions.flush()
-                await asyncio.to_thread(store.flush)
-                counts.append([(await sessions.load(f"long-{n}")).message_count  # type: ignore[union-attr]
-                               for n in range(SESSIONS)])
-                censuses.append(_census())
+        censuses, counts = await _drive(host, sessions, store, turns, "long", message_counts)
         # the cache counts what it holds (--session-cache-mb bounds that)
         assert sessions._cache_bytes == sum(_held_bytes(e.held()) for e, _, _ in sessions._cache.values())
         assert all(e.offset > 0 for e, _, _ in sessions._cache.values())
