@@ -48,6 +48,7 @@ from ._records import (
 )
 from ._redaction import RedactionPolicy
 from ._render import one_line
+from ._run_finding import RunFilter
 from ._rundata import RunData
 from ._serialize import (
     origin_from_dict,
@@ -57,7 +58,7 @@ from ._serialize import (
     rundata_from_dict,
     rundata_to_dict,
 )
-from ._store import DEFAULT_PATH, RunFilter, Store
+from ._store import DEFAULT_PATH, Store
 from ._why import SHOWN_ABOVE, DroppedItem, Evidence, EvidenceNode, RunSource, why
 from .errors import (
     ExportError,

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import click
 
+from ._run_finding import RunFilter
 from ._rundata import RunData
-from ._store import RunFilter, Store
+from ._store import Store
 from .cli import db_option
 from .errors import ExportError
 

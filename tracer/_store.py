@@ -13,9 +13,8 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +31,12 @@ from ._journal import (
     remove_journal,
 )
 from ._lock import DEFAULT_WAIT, connect
-from ._records import PARENT_RUN, Run
+from ._run_finding import RunFinding
 from ._schema import APPLICATION, DROP_RUN_INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIEWS
-from ._store_reads import RUN_COLUMNS, RunReads, run_from_row
+from ._store_reads import RunReads
 from ._upkeep import NEVER, Upkeep
 from ._writer import JOURNAL_KEY, Bundle, StageRows, Writer
-from .errors import NewerSchemaError, NotAStoreError, NotFoundError, StoreError, StoreLockedError, quoted
+from .errors import NewerSchemaError, NotAStoreError, StoreError, StoreLockedError
 
 DEFAULT_PATH = "footprint.duckdb"
 # DuckDB's memory limit is hard: a checkpoint that must pin more than it fails FATALLY and
@@ -68,26 +67,7 @@ def _flush_open_stores() -> None:
             print(f"footprint: could not flush {store.path} at exit", file=sys.stderr)
 
 
-@dataclass(frozen=True)
-class RunFilter:
-    """Which runs to list: every field narrows the list when set."""
-
-    session_id: str | None = None
-    agent: str | None = None
-    status: str | None = None
-    search: str | None = None
-    label: str | None = None
-    forks: bool = True  # False: leave out runs forked from another (replays, counterfactual re-runs)
-    children: bool = True  # False: leave out the runs sub-agents made for another run (reached through it)
-
-
-#: A run a sub-agent made for another run (its ``parent_run`` attribute names that run).
-_IS_CHILD = f"coalesce(json_extract_string(attributes, '$.{PARENT_RUN}') IS NOT NULL, false)"
-
-
-
-
-class Store(RunReads):
+class Store(RunFinding, RunReads):
     """A footprint store in a DuckDB file (or in memory with ``path=":memory:"``).
 
     Open with :meth:`open`. A writable store owns one writer thread; reads use their own cursors
@@ -487,107 +467,6 @@ class Store(RunReads):
             raise StoreError(f"the query failed on {self.path}: {exc}") from exc
         finally:
             cur.close()
-
-    def resolve_stage(self, ref: str) -> tuple[str, str]:
-        """The full id and the run of the stage ``ref`` names (an id or a unique id prefix)."""
-        return self._stage_runs([ref])[ref]
-
-    def _stage_runs(self, stage_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
-        found: dict[str, tuple[str, str]] = {}
-        for ref in stage_ids:
-            rows = self.query("SELECT id, run_id FROM fp_stage WHERE starts_with(id, ?) LIMIT 2", [ref])
-            if not rows:
-                raise NotFoundError(f"no stage matches {quoted(ref)} in {self.path}")
-            exact = [r for r in rows if r[0] == ref]
-            if len(rows) > 1 and not exact:
-                raise NotFoundError(f"{quoted(ref)} matches several stages in {self.path}; give more of the id")
-            stage_id, run_id = (exact or rows)[0]
-            found[ref] = (str(stage_id), str(run_id))
-        return found
-
-    def stage_counts(self, run_ids: Iterable[str]) -> dict[str, int]:
-        """How many stages each run has."""
-        wanted = list(run_ids)
-        if not wanted:
-            return {}
-        rows = self.query(
-            "SELECT run_id, count(*) FROM fp_stage WHERE run_id IN (SELECT unnest(?)) GROUP BY run_id", [wanted]
-        )
-        return {str(r[0]): int(r[1]) for r in rows}
-
-    def resolve_run_id(self, ref: str) -> str:
-        """The full id of the run ``ref`` names: an id, a unique id prefix, or ``last``.
-
-        ``last`` is the last top-level run a person made: re-runs (replays, counterfactual and blame
-        runs, all forked from a recorded run) and runs a sub-agent made for another run (reached
-        through that run: a child starts after its parent) are passed over unless nothing else was
-        recorded. Every command and screen that takes ``last`` resolves it here.
-        """
-        if ref in ("last", "latest"):
-            rows = self.query(
-                f"SELECT id FROM fp_run ORDER BY forked_from_run IS NOT NULL, {_IS_CHILD}, started_at DESC, id DESC "
-                "LIMIT 1")
-            if not rows:
-                raise NotFoundError(f"{self.path} has no runs yet")
-            return str(rows[0][0])
-        rows = self.query("SELECT id FROM fp_run WHERE id = ? OR starts_with(id, ?) LIMIT 3", [ref, ref])
-        exact = [r[0] for r in rows if r[0] == ref]
-        if exact:
-            return str(exact[0])
-        if not rows:
-            raise NotFoundError(f"no run matches {quoted(ref)} in {self.path} (footprint runs lists them)")
-        if len(rows) > 1:
-            raise NotFoundError(f"{quoted(ref)} matches several runs in {self.path}; give more of the id")
-        return str(rows[0][0])
-
-    def list_runs(self, where: RunFilter = RunFilter(), *, limit: int = 50, offset: int = 0) -> list[Run]:
-        """Runs, newest first."""
-        sql, params = self._run_where(where)
-        rows = self.query(
-            f"SELECT {RUN_COLUMNS} FROM fp_run {sql} ORDER BY started_at DESC, id DESC LIMIT ? OFFSET ?",
-            [*params, limit, offset],
-        )
-        return [run_from_row(r) for r in rows]
-
-    def count_runs(self, where: RunFilter = RunFilter()) -> int:
-        """How many runs match."""
-        sql, params = self._run_where(where)
-        return int(self.query(f"SELECT count(*) FROM fp_run {sql}", params)[0][0])
-
-    @staticmethod
-    def _run_where(where: RunFilter) -> tuple[str, list[Any]]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        for column, value in (("session_id", where.session_id), ("agent", where.agent), ("status", where.status)):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        if not where.forks:
-            clauses.append("forked_from_run IS NULL")
-        if not where.children:
-            clauses.append(f"NOT {_IS_CHILD}")
-        if where.label is not None:
-            clauses.append("list_contains(labels, ?)")
-            params.append(where.label)
-        if where.search:  # the text itself, any case: a % or _ in it is a character, not a LIKE wildcard
-            clauses.append("(contains(lower(input), ?) OR contains(lower(output), ?) OR contains(lower(id), ?))")
-            needle = where.search.lower()
-            params += [needle, needle, needle]
-        return (("WHERE " + " AND ".join(clauses)) if clauses else ""), params
-
-    def get_run(self, run_id: str) -> Run:
-        """One run by exact id."""
-        rows = self.query(f"SELECT {RUN_COLUMNS} FROM fp_run WHERE id = ?", [run_id])
-        if not rows:
-            raise NotFoundError(f"no run {run_id} in {self.path}")
-        return run_from_row(rows[0])
-
-    def session_runs(self, session_id: str) -> list[Run]:
-        """The runs of a session, oldest first."""
-        rows = self.query(
-            f"SELECT {RUN_COLUMNS} FROM fp_run WHERE session_id = ? ORDER BY started_at, id", [session_id]
-        )
-        return [run_from_row(r) for r in rows]
 
     def _has_plain_rows(self) -> bool:
         """Whether an edge, output or snapshot entry is stored row by row (a value that holds a

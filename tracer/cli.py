@@ -44,8 +44,9 @@ from ._render import (
     table,
     why_tree,
 )
+from ._run_finding import RunFilter
 from ._serialize import run_to_dict, rundata_to_dict
-from ._store import DEFAULT_PATH, RunFilter, Store
+from ._store import DEFAULT_PATH, Store
 from ._why import why as why_walk
 from .errors import NotAStoreError, NotFoundError, StoreError
 
