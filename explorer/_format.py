@@ -9,7 +9,7 @@ import time
 
 from rich.text import Text
 
-from tracer import Run, Stage
+from tracer import FootprintError, Run, Stage
 
 #: Colour of a context item by the kind of its origin (the issue asks to colour by origin kind).
 ORIGIN_COLOURS: dict[str, str] = {
@@ -155,3 +155,9 @@ def run_title(run: Run) -> str:
 def stage_label(stage: Stage) -> str:
     """A stage as ``kind name`` (the name only when it says more than the kind)."""
     return stage.kind if stage.name in ("", stage.kind) else f"{stage.kind} {stage.name}"
+
+
+def failure(exc: BaseException) -> str:
+    """What a failed read or action says on screen: footprint's own errors are written for the
+    reader and shown as they are; anything else is named by its type."""
+    return str(exc) if isinstance(exc, FootprintError) else f"{type(exc).__name__}: {exc}"

@@ -337,10 +337,22 @@ class Store(RunFinding, RunReads):
         block. See :mod:`tracer._upkeep`."""
         return nullcontext() if self._upkeep is None else self._upkeep.committing()
 
-    def reading(self) -> AbstractContextManager[None]:
+    @contextmanager
+    def reading(self) -> Iterator[None]:
         """Hold the store for reads made on a cursor of this store: they cannot overlap a cache trim
-        (during which a read needing more memory than the trim leaves would fail)."""
-        return nullcontext() if self._upkeep is None else self._upkeep.reading()
+        (during which a read needing more memory than the trim leaves would fail).
+
+        A block that fails DuckDB's checksum is found only when a read reaches it, after the open
+        succeeded: such a read is refused as the open refuses a corrupt file (:class:`NotAStoreError`),
+        for every reader — the CLI, the explorer, the read API, blame.
+        """
+        with nullcontext() if self._upkeep is None else self._upkeep.reading():
+            try:
+                yield
+            except duckdb.Error as exc:
+                if "corrupt database file" not in str(exc).lower():
+                    raise
+                raise NotAStoreError(truncated_message(self.path, " ".join(str(exc).split()))) from exc
 
     def close(self) -> None:
         """Flush, stop the writer and close the file."""

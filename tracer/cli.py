@@ -29,7 +29,6 @@ import duckdb
 
 from ._compare import compare_run_data
 from ._diff import diff_snapshots
-from ._files import truncated_message
 from ._lineage import child_runs
 from ._names import item_names, resolve_item
 from ._rank import earlier_verdicts, rank
@@ -48,7 +47,7 @@ from ._run_finding import RunFilter
 from ._serialize import run_to_dict, rundata_to_dict
 from ._store import DEFAULT_PATH, Store
 from ._why import why as why_walk
-from .errors import NotAStoreError, NotFoundError, StoreError
+from .errors import NotFoundError, StoreError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,18 +62,11 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 
 @contextmanager
 def reading(db: str) -> Iterator[Store]:
-    """The store at ``db`` opened read-only, closed afterwards.
-
-    A block that fails DuckDB's checksum is found only when a read reaches it, after the open
-    succeeded: it is refused as the open refuses a corrupt file, not reported as an internal error.
-    """
+    """The store at ``db`` opened read-only, closed afterwards (a damaged block a read reaches is
+    refused by the store itself, :meth:`Store.reading`)."""
     store = Store.open(db, read_only=True)
     try:
         yield store
-    except duckdb.Error as exc:
-        if "corrupt database file" not in str(exc).lower():
-            raise
-        raise NotAStoreError(truncated_message(db, " ".join(str(exc).split()))) from exc
     finally:
         store.close()
 

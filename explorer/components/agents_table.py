@@ -8,7 +8,7 @@ from textual import work
 from textual.message import Message
 from textual.widgets import DataTable
 
-from .._format import clock, head
+from .._format import clock, failure, head
 from ._keys import PlainTable
 
 
@@ -58,7 +58,7 @@ class AgentsTable(PlainTable):
         try:
             agents = self.host.agents()
         except Exception as exc:  # no gateway, or the host went away: said in the panel
-            self.post_message(self.LoadFailed(f"{type(exc).__name__}: {exc}"))
+            self.post_message(self.LoadFailed(failure(exc)))
             return
         self.post_message(self.Loaded(agents))
 

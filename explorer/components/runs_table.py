@@ -18,7 +18,7 @@ from textual.widgets import DataTable
 
 from tracer import Run, RunFilter, one_line
 
-from .._format import clock, cost_short, head, status_text, tokens
+from .._format import clock, cost_short, failure, head, status_text, tokens
 from .._source import ALL_RUNS, RecordingSource
 from ._keys import TABLE_MOVES, PlainTable
 
@@ -144,7 +144,7 @@ class RunsTable(PlainTable):
             runs = self.source.list_runs(where, limit=limit, offset=offset)
             total = self.source.count_runs(where) if offset == 0 else -1
         except Exception as exc:  # the source is another process or a file: tell the reader, keep going
-            self.post_message(self.LoadFailed(f"{type(exc).__name__}: {exc}"))
+            self.post_message(self.LoadFailed(failure(exc)))
             return
         self.post_message(self.PageLoaded(RunsPage(generation, offset, runs, total)))
 

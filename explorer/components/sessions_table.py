@@ -10,7 +10,7 @@ from textual import work
 from textual.message import Message
 from textual.widgets import DataTable
 
-from .._format import clock, head
+from .._format import clock, failure, head
 from ._keys import MovableTable
 
 
@@ -62,7 +62,7 @@ class SessionsTable(MovableTable):
         try:
             sessions = with_queues(self.host.sessions(), getattr(self.host, "durable_sessions", list)())
         except Exception as exc:  # the host went away: say so, try again at the next refresh
-            self.post_message(self.LoadFailed(f"{type(exc).__name__}: {exc}"))
+            self.post_message(self.LoadFailed(failure(exc)))
             return
         self.post_message(self.Loaded(sessions))
 

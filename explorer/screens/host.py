@@ -16,6 +16,7 @@ from textual.widgets import Footer, Header, Input, RichLog, Static
 
 from tracer import RunFilter
 
+from .._format import failure
 from ..components.runs_table import RunsTable
 from ..components.sessions_table import SessionsTable
 
@@ -195,7 +196,7 @@ class HostScreen(Screen[None]):
                 reply = self.host.send(text, session_id=session_id)
             self.app.source.flush()  # type: ignore[attr-defined]  # a host in this process: its run, readable now
         except Exception as exc:  # refused (busy, draining), unreachable: shown in the log
-            self.post_message(self.SendFailed(session_id, f"{type(exc).__name__}: {exc}"))
+            self.post_message(self.SendFailed(session_id, failure(exc)))
             return
         self.post_message(self.Replied(session_id, reply))
 

@@ -18,7 +18,7 @@ from textual.widgets import Footer, Header, Static
 
 from tracer import Item, RunData, SnapshotEntry, Stage, child_run_ids, item_names, one_line, started_run
 
-from .._format import ORIGIN_COLOURS, STAGE_COLOURS, STATUS_COLOURS, clock, cost, tokens
+from .._format import ORIGIN_COLOURS, STAGE_COLOURS, STATUS_COLOURS, clock, cost, failure, tokens
 from .._prefetch import OpenedRun, RunLoad, missing_snapshots, read_team
 from ..components._snapshots import SnapshotsWanted
 from ..components.flowchart import Flowchart
@@ -121,7 +121,7 @@ class RunScreen(Screen[None]):
         try:
             opened = load.opening.result()
         except Exception as exc:  # shown to the reader; the screen closes
-            self.post_message(self.LoadFailed(f"{type(exc).__name__}: {exc}"))
+            self.post_message(self.LoadFailed(failure(exc)))
             return
         self.post_message(self.Loaded(opened))
 
@@ -168,7 +168,7 @@ class RunScreen(Screen[None]):
         try:
             inputs, items = self.app.source.load_snapshots(run_id, stage_ids)  # type: ignore[attr-defined]
         except Exception as exc:  # shown to the reader; selecting the stage again retries
-            self.post_message(self.SnapshotsFailed(stage_ids, f"{type(exc).__name__}: {exc}"))
+            self.post_message(self.SnapshotsFailed(stage_ids, failure(exc)))
             return
         self.post_message(self.SnapshotsLoaded(run_id, stage_ids, inputs, items))
 

@@ -16,7 +16,7 @@ from textual.widgets import Footer, Header, Static, Tree
 
 from tracer import Evidence, EvidenceNode, Store, item_names, one_line
 
-from .._format import ORIGIN_COLOURS
+from .._format import ORIGIN_COLOURS, failure
 from .._verdicts import (
     Verdict,
     blame_verdict,
@@ -98,7 +98,7 @@ class WhyScreen(Screen[None]):
         try:
             evidence = self.app.source.why(self.run_id, self.item)  # type: ignore[attr-defined]
         except Exception as exc:  # shown to the reader; the screen closes
-            self.post_message(self.WalkFailed(f"{type(exc).__name__}: {exc}"))
+            self.post_message(self.WalkFailed(failure(exc)))
             return
         try:
             names = item_names(self.app.source.load_run(self.run_id))  # type: ignore[attr-defined]
@@ -264,7 +264,7 @@ class WhyScreen(Screen[None]):
             with store.writing():
                 verdict = job(store, provider, tools, progress)
         except Exception as exc:  # a mismatch, no API key, an item not in this run: the reader must see it
-            self.post_message(self.JudgeFailed(action, f"{type(exc).__name__}: {exc}"))
+            self.post_message(self.JudgeFailed(action, failure(exc)))
             return
         self.post_message(self.Judged(verdict))
 

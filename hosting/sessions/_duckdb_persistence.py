@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from tracer import RedactionPolicy, Store, missing_directory, refuse_truncated, restrict_to_owner
+from tracer import RedactionPolicy, Store, StoreError, missing_directory, refuse_truncated, restrict_to_owner
 
 from ..errors import SessionStoreError, VersionConflictError
 from ._stored import (
@@ -175,8 +175,11 @@ class DuckDBPersistence(StoredPersistence):
 
     def _reading(self, fn: Callable[..., T], *args: Any) -> T:
         assert self._store is not None
-        with self._store.reading():
-            return fn(*args)
+        try:
+            with self._store.reading():
+                return fn(*args)
+        except StoreError as exc:  # a damaged block of the recordings file, refused as every reader refuses it
+            raise SessionStoreError(str(exc)) from exc
 
     async def _write(self, batch: list[WriteSet]) -> dict[int, VersionConflictError]:
         return await self._run(self._write_batch, batch)

@@ -10,7 +10,8 @@ import pytest
 
 from explorer import ExplorerApp
 from explorer.components.runs_table import PAGE, RunsTable
-from tracer import Recorder, Store
+from tests.tracer.damage import damaged_copies
+from tracer import NotAStoreError, Recorder, Store
 
 
 def _record(path: Path, count: int, start: int = 0) -> None:
@@ -103,3 +104,25 @@ async def test_an_empty_store_says_how_to_get_runs(
         await settle(pilot)
         status = str(app.screen.query_one("#runs-status").render())
         assert status == f"no runs yet: record some (footprint demo), or {hint}", status
+
+
+async def test_a_damaged_block_a_read_reaches_is_shown_as_the_stores_refusal(
+    open_app: Callable[..., ExplorerApp], tmp_path: Path, settle: Any
+) -> None:
+    """A store whose damage DuckDB finds only at a read opens; the runs table then said DuckDB's
+    'Error: Corrupt database file: computed checksum ...' instead of what every command says."""
+    shown = []
+    for bad in damaged_copies(tmp_path):
+        try:
+            app = open_app(bad, read_only=True)
+        except NotAStoreError:
+            continue  # the damage was found at the open: the CLI's refusal (tests/tracer/test_cli.py)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            status = str(app.screen.query_one("#runs-status").render())
+        if status.startswith("could not read runs"):
+            shown.append(status)
+    assert shown, "no damaged block was reached by a read after the open"
+    for status in shown:
+        assert "is not a readable footprint store: the file is truncated or corrupt" in status, status
+        assert "Error:" not in status.split("(")[0], status

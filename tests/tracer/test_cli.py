@@ -13,6 +13,7 @@ from click.testing import CliRunner, Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.tracer.damage import damaged_copies
 from tracer import ContextItem, EdgeKind, Item, Origin, Recorder, Store
 from tracer import cli as tracer_cli
 
@@ -361,20 +362,8 @@ def test_a_block_that_fails_its_checksum_is_refused_as_a_corrupt_store_not_an_in
     the block failed with 'footprint: internal error: Error: Corrupt database file ...' (exit 70)."""
     from explorer.cli import main
 
-    good = tmp_path / "good.duckdb"
-    with Store.open(good) as store:
-        recorder = Recorder(store)
-        for n in range(200):
-            run = recorder.start_run(agent="a", input=f"question {n} " + "x" * 200, session_id="s")
-            run.end("answered", output=f"answer {n} " + "y" * 200)
-    size = good.stat().st_size
     refused = []
-    for block in range(1, size // 262144 + 1):  # each block damaged in turn: at the open or at a later read
-        bad = tmp_path / f"bad{block}.duckdb"
-        raw = bytearray(good.read_bytes())
-        at = 12288 + (block - 1) * 262144 + 4096
-        raw[at:at + 64] = bytes(64)
-        bad.write_bytes(bytes(raw))
+    for block, bad in enumerate(damaged_copies(tmp_path), start=1):  # at the open or at a later read
         for args in (["runs"], ["show", "last"]):
             capsys.readouterr()
             with pytest.raises(SystemExit) as exited:
