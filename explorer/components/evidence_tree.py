@@ -94,8 +94,9 @@ class EvidenceTree(Tree[EvidenceNode]):
         self.names = names
         root = evidence.root
         width = (self.size.width or self.app.size.width) - 2
+        prefix = "why: "  # after the root's two columns of toggle ("▼ ")
         self.root.set_label(Text.assemble(
-            ("why: ", "bold"), node_label(root, width - 6, name=names.get(root.item_hash or ""))))
+            (prefix, "bold"), node_label(root, width - 2 - len(prefix), name=names.get(root.item_hash or ""))))
         self.root.data = root
 
         def add(parent: TreeNode[EvidenceNode], node: EvidenceNode, depth: int) -> None:

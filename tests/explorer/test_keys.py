@@ -186,3 +186,29 @@ async def test_at_80x24_long_text_ends_in_an_ellipsis_and_nothing_overflows(
         full = [data.items[view._rows[str(k.value)][0]].text for k in view.table.rows]
         cut = [shown for shown, whole in zip(texts, full, strict=True) if " ".join(whole.split()) != shown]
         assert cut and all(shown.endswith("…") for shown in cut)
+
+
+async def test_at_80x24_every_why_tree_line_shows_its_whole_label(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
+) -> None:
+    """A label too long for its line is cut by the label, with an ellipsis, not at the tree's edge
+    (the root's line was, once the tree had a scrollbar: its prefix "why: " was not counted)."""
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await settle(pilot)
+        tree = app.screen.query_one(EvidenceTree)
+        for node in list(tree.root.children):
+            node.expand_all()  # taller than the screen: the tree's scrollbar takes its columns
+        await settle(pilot)
+        assert tree.show_vertical_scrollbar
+        checked = 0
+        for y in range(min(tree.size.height, tree.last_line + 1)):
+            line = tree.get_node_at_line(y)
+            assert line is not None
+            shown = tree.render_line(y).crop(0, tree.scrollable_content_region.width).text  # what the screen shows
+            assert line.label.plain in shown, (line.label.plain, shown)
+            checked += 1
+        assert checked >= 5
+        assert tree.root.label.plain.endswith("…"), "the sample's answer is longer than a line at 80 columns"
