@@ -28,28 +28,38 @@ DROPPED_SINCE = "dropped_since"
 
 
 def left_out(data: RunData, stage_id: str, source: RunSource | None = None,
-             loaded: dict[str, RunData] | None = None) -> list[SnapshotEntry]:
+             loaded: dict[str, RunData] | None = None,
+             lists: dict[tuple[str, str], list[SnapshotEntry]] | None = None) -> list[SnapshotEntry]:
     """Everything stage ``stage_id`` left out of its context, in order: per reason continued from an
     earlier stage (``dropped_since``), that stage's list (recursively) first, then this stage's own.
 
     A list continued from another run's stage is followed when ``source`` can load that run (each
-    run loaded once, in ``loaded``); without it only this run's part is given.
+    run loaded once, in ``loaded``); without it only this run's part is given. ``lists`` keeps each
+    stage's list once put together: a caller asking for every inference of a run in turn passes
+    one, so each stage's list is built once, not once per later stage that continues it.
     """
+    key = (data.run.id, stage_id)
+    if lists is not None and key in lists:
+        return lists[key]
     own = [e for e in data.inputs.get(stage_id, []) if not e.included]
     continued = _stage_attributes(data, stage_id).get(DROPPED_SINCE)
     if not isinstance(continued, dict) or not continued:
-        return own
-    carried: list[SnapshotEntry] = []
-    for reason, since in continued.items():
-        where: RunData | None = data
-        earlier = since
-        if isinstance(since, list) and len(since) == 2:
-            run_id, earlier = str(since[0]), str(since[1])
-            where = _load(run_id, source, loaded if loaded is not None else {})
-        if where is None or earlier == stage_id or not isinstance(earlier, str) or not where.has_stage(earlier):
-            continue
-        carried += [e for e in left_out(where, earlier, source, loaded) if e.dropped_by == reason]
-    return [*carried, *own] if carried else own
+        found = own
+    else:
+        carried: list[SnapshotEntry] = []
+        for reason, since in continued.items():
+            where: RunData | None = data
+            earlier = since
+            if isinstance(since, list) and len(since) == 2:
+                run_id, earlier = str(since[0]), str(since[1])
+                where = _load(run_id, source, loaded if loaded is not None else {})
+            if where is None or earlier == stage_id or not isinstance(earlier, str) or not where.has_stage(earlier):
+                continue
+            carried += [e for e in left_out(where, earlier, source, loaded, lists) if e.dropped_by == reason]
+        found = [*carried, *own] if carried else own
+    if lists is not None:
+        lists[key] = found
+    return found
 
 
 def _load(run_id: str, source: RunSource | None, loaded: dict[str, RunData]) -> RunData | None:
@@ -96,11 +106,12 @@ def dropped_context(source: RunSource, run_id: str) -> list[DroppedContext]:
     """Per inference of run ``run_id`` (an exact id), in order: what was available but not sent."""
     data = source.load_run(run_id)
     loaded: dict[str, RunData] = {run_id: data}
+    lists: dict[tuple[str, str], list[SnapshotEntry]] = {}
     out = []
     for turn, stage in enumerate(data.inferences(), 1):
         entries = data.inputs.get(stage.id, [])
         report = DroppedContext(run_id, stage.id, stage.name, turn, sum(1 for e in entries if e.included))
-        for entry in left_out(data, stage.id, source, loaded):
+        for entry in left_out(data, stage.id, source, loaded, lists):
             item = data.items.get(entry.item_hash) or next(
                 (r.items[entry.item_hash] for r in loaded.values() if entry.item_hash in r.items), None)
             report.items.append(DroppedItem(run_id, stage.id, entry.item_hash, item.kind if item else "?",

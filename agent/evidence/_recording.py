@@ -270,6 +270,7 @@ def _prompt_stage_id(data: RunData) -> str | None:
 def _inferences(data: RunData, source: RunSource | None) -> list[RecordedInference]:
     out = []
     loaded: dict[str, RunData] = {data.run.id: data}
+    lists: dict[tuple[str, str], list[SnapshotEntry]] = {}  # each stage's list built once
     for turn, stage in enumerate(data.inferences(), 1):
         entries = data.inputs.get(stage.id, [])
         response = None
@@ -277,7 +278,7 @@ def _inferences(data: RunData, source: RunSource | None) -> list[RecordedInferen
             response = _response(data, stage)
         elif stage.status != "error":
             raise NotReplayableError(f"run {data.run.id}: inference {stage.name!r} ended {stage.status}")
-        dropped = left_out(data, stage.id, source, loaded)
+        dropped = left_out(data, stage.id, source, loaded, lists)
         for entry in dropped:  # continued from an earlier run: its items come with it
             if entry.item_hash not in data.items:
                 found = next((r.items[entry.item_hash] for r in loaded.values() if entry.item_hash in r.items), None)
