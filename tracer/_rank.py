@@ -82,10 +82,17 @@ def _words(text: str) -> set[str]:
 
 
 def _candidates(evidence: Evidence) -> list[tuple[EvidenceNode, str | None]]:
-    """Each item node once (first mention), with the run whose inference sent it; the answer excluded."""
+    """Each item node once (first mention), with the run whose inference sent it; the answer excluded.
+
+    An item the answer's own run sent to its model (a tool definition, the settings, a message of the
+    history) is this run's, wherever the walk first met it: it comes after the history in the context,
+    and the walk reaches it first through an earlier run's inference."""
     root = evidence.root
     out: list[tuple[EvidenceNode, str | None]] = []
     seen = {root.item_hash}
+    sent_here = {item.item_hash for _, stage in root.walk()
+                 if stage.node == "stage" and stage.stage_kind == "inference" and stage.run_id == root.run_id
+                 for item in stage.children if item.node == "item"}
 
     def walk(node: EvidenceNode, sent_in: str | None) -> None:
         for child in node.children:
@@ -94,7 +101,7 @@ def _candidates(evidence: Evidence) -> list[tuple[EvidenceNode, str | None]]:
             elif child.node == "item" and not child.seen:  # the same content from another origin: listed once
                 if child.item_hash not in seen:
                     seen.add(child.item_hash)
-                    out.append((child, sent_in))
+                    out.append((child, root.run_id if child.item_hash in sent_here else sent_in))
                 walk(child, sent_in)
 
     walk(root, root.run_id)

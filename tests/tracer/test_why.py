@@ -161,3 +161,31 @@ def test_an_item_a_window_left_out_of_many_turns_is_listed_once(tmp_path: Path) 
         entries = store.load_run(d.run_id).inputs[d.stage_id]
         assert any(e.item_hash == d.item_hash and not e.included for e in entries)
     store.close()
+
+
+def test_an_item_this_run_was_sent_is_not_ranked_as_sent_only_to_an_earlier_run(store: Store) -> None:
+    """A tool definition sent to every run's model comes last in the context, after the history that
+    leads back to the earlier run: the walk meets it there first, but this run was sent it too."""
+    from tracer import rank
+
+    recorder = Recorder(store)
+    tool = ContextItem(Item.of_text("tool_definition", "weather: the forecast of a city."), Origin("config"))
+    run1 = recorder.start_run(agent="weather", input="weather?", session_id="maya")
+    with run1.stage("input", "user message") as s_input:
+        question = s_input.output(Item.of_text("user", "What's the weather?"), origin_kind="user", source="input")
+    with run1.stage("inference", "turn 1", after=[s_input]) as s_inf:
+        s_inf.inputs([question, tool])
+        answer1 = s_inf.output(Item.of_text("assistant", "It is sunny."))
+    run1.end("answered", output="It is sunny.")
+    run2 = recorder.start_run(agent="weather", input="and tomorrow?", session_id="maya")
+    with run2.stage("input", "user message") as t_input:
+        follow_up = t_input.output(Item.of_text("user", "And tomorrow?"), origin_kind="user", source="input")
+    with run2.stage("inference", "turn 1", after=[t_input]) as t_inf:
+        t_inf.inputs([question, answer1, follow_up, tool])
+        t_inf.output(Item.of_text("assistant", "Tomorrow the forecast is rain."))
+    run2.end("answered", output="Tomorrow the forecast is rain.")
+    store.flush()
+    ranked = {r.kind: r for r in rank(why(store, run2.id))}
+    assert ranked["tool_definition"].run_id == run2.id
+    assert not any("earlier run" in reason for reason in ranked["tool_definition"].reasons)
+    assert ranked["assistant"].run_id == run2.id  # the earlier answer is history this run was sent
