@@ -467,8 +467,14 @@ class Store(RunFinding, RunReads):
         if len(statements) != 1:
             raise StoreError(f"give exactly one statement (got {len(statements)})")
         kind = statements[0].type
-        if kind not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
-            raise StoreError(f"only read-only queries (SELECT) may run here, not {kind.name}")
+        if kind == duckdb.StatementType.EXPLAIN:  # EXPLAIN ANALYZE runs the statement it explains
+            explained = _explained(sql)
+            if explained != duckdb.StatementType.SELECT:
+                raise StoreError(f"only read-only queries (SELECT) may run here, not EXPLAIN of {explained.name}")
+        elif kind != duckdb.StatementType.SELECT:
+            first = next((sql[p:].split(None, 1)[0] for p, k in duckdb.tokenize(sql) if k == duckdb.token_type.keyword),
+                         kind.name)  # INSTALL is, to DuckDB, a statement of type LOAD
+            raise StoreError(f"only read-only queries (SELECT) may run here, not {first.upper()}")
         cur = self.cursor()
         try:
             with self.reading():
@@ -490,3 +496,19 @@ class Store(RunFinding, RunReads):
             written = self._writer.stats
             self._plain_rows = any(written.get(t) for t in ("fp_edge", "fp_output", "fp_entry"))
         return self._plain_rows
+
+
+def _explained(sql: str) -> Any:
+    """The type of the statement an EXPLAIN explains: the one that starts at the first token after
+    the EXPLAIN keyword from which the rest of the text is one statement (past ANALYZE and an
+    options list such as ``(ANALYZE true, FORMAT json)``, none of which is one)."""
+    tokens = [position for position, kind in duckdb.tokenize(sql) if kind != duckdb.token_type.comment]
+    for position in tokens[1:]:
+        try:
+            statements = duckdb.extract_statements(sql[position:])
+        except duckdb.Error:
+            continue
+        if len(statements) == 1:
+            return statements[0].type
+    return duckdb.StatementType.EXPLAIN
+

@@ -242,9 +242,37 @@ def test_read_query_refuses_writes(tmp_path: Path) -> None:
     for sql in ("DELETE FROM fp_run", "SELECT 1; SELECT 2", "ATTACH 'x.db'", "COPY fp_run TO 'x.csv'"):
         with pytest.raises(StoreError):
             store.read_query(sql)
+    with pytest.raises(StoreError, match="not INSTALL"):  # DuckDB calls it a LOAD statement
+        store.read_query("INSTALL httpfs")
     with pytest.raises(StoreError, match="failed"):
         store.read_query("SELECT nope FROM runs")
     assert store.count_runs() == 3
+    store.close()
+
+
+@pytest.mark.parametrize("sql", [
+    "EXPLAIN ANALYZE DELETE FROM fp_run", "explain analyse delete from fp_run",
+    "/* a comment */ EXPLAIN ANALYZE DELETE FROM fp_run", "EXPLAIN (ANALYZE) DELETE FROM fp_run",
+    "EXPLAIN (ANALYZE true, FORMAT json) DELETE FROM fp_run", "EXPLAIN ANALYZE (FORMAT json) DELETE FROM fp_run",
+    "EXPLAIN ANALYZE WITH a AS (SELECT 1) DELETE FROM fp_run", "EXPLAIN ANALYZE UPDATE fp_run SET status = 'x'",
+    "EXPLAIN ANALYZE CREATE TABLE t AS SELECT 1", "EXPLAIN ANALYZE INSERT INTO fp_meta SELECT * FROM fp_meta",
+])
+def test_read_query_refuses_a_write_under_explain_analyze(tmp_path: Path, sql: str) -> None:
+    """EXPLAIN ANALYZE runs the statement it explains: on a store opened for writing it deleted every run."""
+    store, _ = _small_store(tmp_path / "s.duckdb")
+    with pytest.raises(StoreError, match="read-only"):
+        store.read_query(sql)
+    assert store.count_runs() == 3
+    assert [name for (name,) in store.query("SELECT table_name FROM duckdb_tables() WHERE table_name = 't'")] == []
+    store.close()
+
+
+def test_read_query_explains_a_select(tmp_path: Path) -> None:
+    store, _ = _small_store(tmp_path / "s.duckdb")
+    for sql in ("EXPLAIN SELECT * FROM runs", "EXPLAIN ANALYZE SELECT count(*) FROM runs",
+                "-- the plan\nEXPLAIN (FORMAT json) SELECT 1", "EXPLAIN ANALYZE (SELECT 1)", "EXPLAIN ANALYZE FROM runs"):
+        columns, rows = store.read_query(sql)
+        assert columns and rows, sql
     store.close()
 
 
