@@ -12,6 +12,7 @@ encoder, eight times faster; it reads back as the same value ``json.dumps`` woul
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -63,3 +64,17 @@ def compact_json(value: dict[str, Any]) -> str | None:
         return _msgspec_json.encode(value).decode()
     except UnicodeEncodeError:
         return None
+
+
+def finite(value: Any) -> Any:
+    """``value`` with each NaN and infinite float as None: JSON has no such numbers (``json.dumps``
+    writes ``NaN`` and ``Infinity``, which a strict parser — a browser's, jq's — refuses). Lists,
+    tuples and dicts are copied where they hold one; anything else is returned as it is."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+

@@ -29,6 +29,7 @@ import duckdb
 
 from ._compare import compare_run_data
 from ._diff import diff_snapshots
+from ._json import finite
 from ._lineage import child_runs
 from ._names import item_names, resolve_item
 from ._rank import earlier_verdicts, rank
@@ -76,7 +77,11 @@ def _echo_lines(lines: list[str]) -> None:
 
 
 def _echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_json_default))
+    try:
+        text = json.dumps(value, indent=2, ensure_ascii=False, default=_json_default, allow_nan=False)
+    except ValueError:  # a NaN or an infinity (a query's, a tool's): null, as JSON has no such number
+        text = json.dumps(finite(value), indent=2, ensure_ascii=False, default=_json_default, allow_nan=False)
+    click.echo(text)
 
 
 def _json_default(value: Any) -> Any:

@@ -196,6 +196,19 @@ def test_sql_prints_a_table(db: str) -> None:
     assert {r["origin_kind"] for r in rows} == {"config", "memory", "stage", "user"}
 
 
+def _strict_json(text: str) -> object:
+    """JSON as a strict parser (a browser's, jq's) reads it: NaN and Infinity are not JSON."""
+    def refuse(constant: str) -> object:
+        raise ValueError(f"{constant} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_sql_json_writes_a_number_json_cannot_hold_as_null(db: str) -> None:
+    out = _invoke("sql", "SELECT 'NaN'::DOUBLE AS n, 'inf'::DOUBLE AS i, -'inf'::DOUBLE AS m, 1.5::DOUBLE AS x, [1.0, 'nan'::DOUBLE] AS l",
+                  "--db", db, "--json").output
+    assert _strict_json(out) == [{"n": None, "i": None, "m": None, "x": 1.5, "l": [1.0, None]}]
+
+
 def test_json_times_are_unix_seconds_in_every_command(db: str) -> None:
     """runs --json, show --json and sql --json print a time the same way: Unix seconds."""
     listed = json.loads(_invoke("runs", "--db", db, "--json").output)
