@@ -167,7 +167,7 @@ async def _one_tool(
     stage.set(is_error=is_error, duration_ms=round(duration, 3))
     stage.close(StageStatus.ERROR if is_error else StageStatus.OK)
     if loop.driver is not None:
-        loop.run.settle()  # the session keeps the result only once its stage is durable
+        loop.settle()  # the session keeps the result only once its stage is durable
         await loop.driver.tool_settled(loop, index, result)
     await loop.hook("on_tool_end", ctx, call, content, is_error, duration)
     if loop.emit is not None:

@@ -155,14 +155,18 @@ class RunLoop:
             raise reraise
         return result
 
+    def settle(self) -> None:
+        """Wait until the stages closed so far are durable (under ``sync``; at once otherwise)."""
+        if self.run is not None:
+            self.run.settle()
+
     async def hook(self, name: str, *args: Any) -> None:
         """Fire a hook (once the stages closed so far are durable); its failure is recorded with the
         run and never ends it."""
         hooks = self.agent.hooks
         if getattr(hooks, name) is None:
             return
-        if self.run is not None:
-            self.run.settle()
+        self.settle()
         error = await hooks.fire(name, *args)
         if error is not None:
             self.hook_errors.append(f"{name}: {type(error).__name__}: {error}")
@@ -386,7 +390,7 @@ class RunLoop:
         if response.text or not response.tool_calls:
             outputs.append(stage.output(Item(ItemKind.ASSISTANT, {"text": response.text})))
         for call in response.tool_calls:
-            body = {"id": call.id, "name": call.name, "arguments": call.arguments}
+            body: dict[str, Any] = {"id": call.id, "name": call.name, "arguments": call.arguments}
             if call.settled:
                 body["settled"] = True
             outputs.append(stage.output(Item(ItemKind.TOOL_CALL, body)))

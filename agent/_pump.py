@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-async def pump(queue: asyncio.Queue[T], runner: asyncio.Future[Any], is_last: Callable[[T], bool]) -> AsyncIterator[T]:
+async def pump(queue: asyncio.Queue[T], runner: asyncio.Future[Any], is_last: Callable[[T], bool]) -> AsyncGenerator[T, None]:
     """Yield what ``runner`` puts on ``queue`` as it comes, up to an item ``is_last`` says ends it.
 
     When ``runner`` ends first, what it left on the queue is yielded, and the pump stops (the caller

@@ -44,7 +44,8 @@ def evidence_from_dict(data: dict[str, Any]) -> Evidence:
             for d in data.get("not_in_context", [])
         ]
         root = _node(data["root"], texts)
-        texts = {n.item_hash: n.text for _, n in root.walk() if n.node == "item" and not n.seen and n.item_hash}
+        texts = {n.item_hash: n.text for _, n in root.walk()
+                 if n.node == "item" and not n.seen and n.item_hash and n.text is not None}
         for _, n in root.walk():  # (an earlier version's node walked above comes without its text)
             if n.node == "item" and n.seen and n.text is None:
                 n.text = texts.get(n.item_hash or "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from textual.app import App
 from textual.binding import Binding
@@ -75,12 +76,12 @@ def screen_keys(app: App[object], screen: Screen[object]) -> list[ScreenKey]:
             for (_, action, description), (keys, node) in ordered if action not in ("help", "quit")]
 
 
-def help_rows(app: App[object], screen: Screen[object]) -> list[tuple[str, str]]:
+def help_rows(app: App[Any], screen: Screen[Any]) -> list[tuple[str, str]]:
     """The rows of the help screen: this screen's keys, then the keys every screen has."""
     return [(k.keys, k.description) for k in screen_keys(app, screen)] + COMMON_KEYS
 
 
-def palette_commands(app: App[object], screen: Screen[object]) -> Iterator[tuple[str, str, str, DOMNode]]:
+def palette_commands(app: App[Any], screen: Screen[Any]) -> Iterator[tuple[str, str, str, DOMNode]]:
     """(title, help, action, node) for each of the screen's actions, for the command palette."""
     for key in screen_keys(app, screen):
         yield key.description, f"key: {key.keys}", key.action, key.node

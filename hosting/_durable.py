@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
+from functools import partial
 from typing import Any
 
 from agent import Agent
@@ -89,7 +90,7 @@ class DurableHost:
         agent = self.sessions.get(session_id)
         if agent is None:
             agent = self.sessions[session_id] = self.factory(session_id, self.persistence)
-            agent.listeners.append(lambda event, sid=session_id: self._publish(sid, event))
+            agent.listeners.append(partial(self._publish, session_id))
         return agent
 
     async def queue(self, session_id: str, queue: str, text: str, settings: InferenceSettings) -> str:

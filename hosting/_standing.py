@@ -177,7 +177,7 @@ class StandingAgent:
             except SessionStoreError:
                 return False  # unreadable: nothing will continue it
             turn = envelope.turn if envelope is not None else None
-            return bool(turn) and turn.get("state") in ("running", "interrupted") and turn.get("run_id") == run_id
+            return turn is not None and turn.get("state") in ("running", "interrupted") and turn.get("run_id") == run_id
 
         ended = await end_abandoned_runs(Recorder(store, durability=Durability.SYNC), continued)
         if ended:

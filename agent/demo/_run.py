@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from tracer import Evidence, Recorder, Store, why
 
-from .._events import RunResult, ToolStarted
+from .._events import RunFinished, RunResult, ToolStarted
 from .._memory import ConversationMemory
 from ..providers import Provider
 from ._scenario import DEMO_SESSION_PREFIX, Scenario, build_demo_agent, default_provider, load_scenario
@@ -75,7 +75,7 @@ async def run_demo(
         async for event in agent.stream(message):
             if isinstance(event, ToolStarted):
                 echo(f"    -> {event.name}({event.arguments})  {event.progress or ''}".rstrip())
-            elif hasattr(event, "result"):
+            elif isinstance(event, RunFinished):
                 result = event.result
         assert result is not None
         demo.results.append(result)
@@ -122,7 +122,7 @@ async def run_demo(
         from ..evidence import blame
 
         echo("\nProving it: re-running the answer with each suspect removed (footprint blame) ...")
-        report = await blame(store, result.run_id, provider=provider, tools=agent.tools.values())
+        report = await blame(store, result.run_id, provider=provider, tools=list(agent.tools.values()))
         demo.proven = [(s.source, s.verdict) for s in report.culprits]
         for suspect in report.culprits:
             edit = "with the tool returning nothing for" if suspect.action == "nothing" else "without"

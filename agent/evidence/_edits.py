@@ -317,7 +317,8 @@ class ConversationEdits:
 def edit_response(response: ModelResponse, edits: Sequence[ResolvedEdit]) -> ModelResponse:
     """``response`` with the edited model outputs changed: a tool call (same tool and arguments) given
     new arguments or left out, the text replaced or emptied."""
-    text, calls, changed = response.text, list(response.tool_calls), False
+    text, changed = response.text, False
+    calls: list[ToolCall | None] = list(response.tool_calls)
     for edit in edits:
         body = edit.item.body
         if edit.item.kind == ItemKind.ASSISTANT and text == body.get("text"):

@@ -53,11 +53,12 @@ class RecordedWindowMemory(ConversationMemory):
         n = self.calls
         self.calls += 1
         messages = self.require(conversation_id).messages
+        kept: list[ContextItem] = []
+        dropped: list[ContextItem] = []
         if not self.left_out:
-            kept, dropped = list(messages), []
+            kept = list(messages)
         else:
             leave = Counter(self.left_out[min(n, len(self.left_out) - 1)])
-            kept, dropped = [], []
             for ci in messages:  # the oldest of equal messages go first, as a window drops them
                 key = message_key(ci.item.hash, ci.origin, self.history_runs)
                 if leave[key] > 0 and key not in self.restored:

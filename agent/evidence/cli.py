@@ -28,8 +28,8 @@ from ..errors import UserError
 from ..providers import Provider
 from ..tools import Tool, ToolRegistry
 from ._blame import BlameReport, blame
-from ._control import Controls
-from ._counterfactual import NEW_CALL_POLICIES, Comparator, CounterfactualResult, counterfactual
+from ._control import Comparator, Controls
+from ._counterfactual import NEW_CALL_POLICIES, CounterfactualResult, counterfactual
 from ._edits import Edit
 from ._rebuild import ServedTools
 from ._recording import read_recording
@@ -261,7 +261,7 @@ def _provider_from(ref: str) -> Provider:
         return value
     if isinstance(value, type) and issubclass(value, Provider):
         value = value()
-        return value  # type: ignore[no-any-return]
+        return value
     if not callable(value):
         raise click.BadParameter(f"{ref} is not a Provider or a function", param_hint="--provider")
     try:

@@ -210,7 +210,7 @@ def _plan_steps(runs: dict[str, RunData]) -> list[StageTest]:
         for stage in data.stages:
             produced = data.outputs.get(stage.id)
             item = data.items.get(produced[-1]) if produced else None
-            if (stage.kind != StageKind.PLAN_STEP or stage.id in agents_in or item is None
+            if (not produced or stage.kind != StageKind.PLAN_STEP or stage.id in agents_in or item is None
                     or stage.attributes.get("type") not in _TOOL_STEPS):
                 continue
             out.append(StageTest(data.run.id, data.run.agent, stage.id, stage.kind, stage.name, produced[-1], item.kind,

@@ -91,9 +91,9 @@ class PlanRunner:
         await self.store.save(plan)
         recording = _Recording.start()
         answers = {int(k): v for k, v in (inputs or {}).items()}
-        for step in plan.steps:
-            if step.status == "in_progress":  # left so by a crash: run it again
-                step.status = "pending"
+        for left in plan.steps:
+            if left.status == "in_progress":  # left so by a crash: run it again
+                left.status = "pending"
         while True:
             step = _next_step(plan)
             if step is None:

@@ -55,7 +55,8 @@ def home_city(request: ModelRequest) -> tuple[str | None, str]:
 
 def _turn(request: ModelRequest) -> tuple[str, list[dict[str, object]]]:
     """The latest user message and the tool results that came after it."""
-    user, results = "", []
+    user = ""
+    results: list[dict[str, object]] = []
     for ci in request.context:
         if ci.item.kind == ItemKind.USER:
             user, results = str(ci.item.body.get("text", "")), []

@@ -398,7 +398,7 @@ class _StreamAssembly:
             raise ProviderResponseError(
                 f"openai ({self.model}): the stream ended without a single chunk", provider="openai"
             )
-        tool_calls = tuple(ToolCall(**self.calls[index]) for index in sorted(self.calls))
+        tool_calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in (self.calls[i] for i in sorted(self.calls)))
         return ModelResponse(
             text="".join(self.text),
             tool_calls=tool_calls,

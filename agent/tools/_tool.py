@@ -19,7 +19,7 @@ import re
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack, overload
 
 import jsonschema
 
@@ -178,6 +178,28 @@ async def _call(execute: Execute, args: tuple[Any, ...]) -> Any:
     return value
 
 
+class ToolOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`tool` (for its typed overloads)."""
+
+    name: str | None
+    description: str | None
+    progress: str | Callable[[dict[str, Any]], str] | None
+    durable: bool
+    timeout: float | None
+    requires_confirmation: bool
+    category: str | None
+    tags: tuple[str, ...] | list[str]
+    max_results: int | None
+
+
+@overload
+def tool(fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool: ...
+
+
+@overload
+def tool(fn: None = None, **options: Unpack[ToolOptions]) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
 def tool(
     fn: Callable[..., Any] | None = None,
     *,
@@ -190,7 +212,7 @@ def tool(
     category: str | None = None,
     tags: tuple[str, ...] | list[str] = (),
     max_results: int | None = None,
-) -> Any:
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a typed function (sync or async); usable as ``@tool`` or ``@tool(...)``.
 
     The parameters' JSON schema comes from the annotations (``str``, ``int``, ``float``, ``bool``,

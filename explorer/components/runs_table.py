@@ -108,7 +108,8 @@ class RunsTable(PlainTable):
         narrow = ("cost",) if width < 90 else ()  # at 80 columns the answer needs the room more
         fixed = [(label, wide.get(label, w)) for label, w in _FIXED if label not in self.hide + narrow]
         answer = max(10, width - sum(w for _, w in fixed) - 2 * (len(fixed) + 1) - 2)
-        if "answer" in self.columns and self.columns["answer"].width == answer and [
+        shown = {str(k.value): c for k, c in self.columns.items()}
+        if "answer" in shown and shown["answer"].width == answer and [
                 (str(k.value), c.width) for k, c in self.columns.items() if str(k.value) != "answer"] == fixed:
             return
         cursor = self.cursor_row

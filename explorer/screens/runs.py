@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -77,7 +77,7 @@ class RunsScreen(Screen[None]):
 
     # ------------------------------------------------------------------ filters
 
-    def _apply(self, **changes: str | bool | None) -> None:
+    def _apply(self, **changes: Any) -> None:  # RunFilter fields
         self.where = replace(self.where, **changes)
         self._show_filters()
         self.table.reload(self.where, keep_cursor=False)

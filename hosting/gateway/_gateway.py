@@ -28,6 +28,7 @@ and how a PATCHed prompt reaches them is in :mod:`hosting.gateway._instance`.
 from __future__ import annotations
 
 import asyncio
+import builtins  # (`list` in a class that defines a method `list`)
 import contextlib
 import logging
 import time
@@ -187,7 +188,7 @@ class Gateway:
             raise AgentNotFoundError(agent_id)
         self.invalidate(agent_id)
 
-    async def choose(self, message: str) -> tuple[AgentRecord, list[str]] | None:
+    async def choose(self, message: str) -> tuple[AgentRecord, builtins.list[str]] | None:
         """The stored agent whose trigger keywords match ``message`` best (see :func:`choose_agent`)."""
         return choose_agent(await self.repository.list(limit=100_000), message)
 
@@ -236,7 +237,7 @@ class Gateway:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def cached(self) -> list[str]:
+    def cached(self) -> builtins.list[str]:
         """The ids of the agents built and cached now."""
         return list(self._live)
 
@@ -354,7 +355,7 @@ class Gateway:
                     f"definition; wait for its reply", session_id=key)
             await asyncio.sleep(0.02)
 
-    async def recent_runs(self, agent_id: str, *, limit: int = 50) -> list[Run]:
+    async def recent_runs(self, agent_id: str, *, limit: int = 50) -> builtins.list[Run]:
         """The agent's most recent recorded runs (newest first)."""
         if self.recorder is None or not self.recorder.enabled:
             return []

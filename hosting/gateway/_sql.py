@@ -14,6 +14,7 @@ nothing: the check is part of the statement that writes, so it cannot be raced o
 
 from __future__ import annotations
 
+import builtins  # (`list` in a class that defines a method `list`)
 import time
 from abc import abstractmethod
 from collections.abc import Sequence
@@ -99,7 +100,7 @@ class SqlAgents(AgentsRepository):
 
     # ------------------------------------------------------------------ personal memory
 
-    async def memory_records(self, user_id: str) -> list[MemoryRecord]:
+    async def memory_records(self, user_id: str) -> builtins.list[MemoryRecord]:
         """Every personal memory record of the user."""
         rows = await self.query(
             f"SELECT user_id, kind, name, text, status, importance, updated_at FROM {self._memory_table} "

@@ -177,7 +177,7 @@ def _definition_body(description: str) -> dict[str, Any]:
 def agents_router(gateway: Gateway) -> APIRouter:
     """The ``/api/agents`` routes."""
     router = APIRouter(prefix="/api/agents", tags=["agents"])
-    not_found = {404: {"description": "No stored agent has this id."}}
+    not_found: dict[int | str, dict[str, Any]] = {404: {"description": "No stored agent has this id."}}
 
     @router.post("", status_code=201, response_model=AgentModel, summary="Create a stored agent",
                  openapi_extra=_definition_body("name, systemPrompt, provider, model and the config fields"),
