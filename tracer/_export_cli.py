@@ -34,6 +34,8 @@ def _default_endpoint(protocol: str) -> str:
 
 
 def _run_ids(store: Store, refs: tuple[str, ...], session: str | None, all_runs: bool) -> list[str]:
+    if sum((bool(refs), session is not None, all_runs)) > 1:
+        raise click.UsageError("name the runs to export, or pass --session ID, or --all: one of them")
     if refs:
         return list(dict.fromkeys(store.resolve_run_id(ref) for ref in refs))
     if session is not None:

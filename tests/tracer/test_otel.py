@@ -457,6 +457,10 @@ async def test_unreachable_collector_fails_with_a_clear_error(tmp_path: Path) ->
             export_runs([store.load_run(run_id)], otlp_span_exporter(f"http://127.0.0.1:{port}", timeout=0.5))
     result = CliRunner().invoke(cli, ["export", "otlp", "--db", str(db)])
     assert result.exit_code == 2 and "name the runs to export" in result.output
+    for both in (["last", "--session", "nobody"], ["last", "--all"], ["--session", "nobody", "--all"]):
+        # one of them was used and the other dropped without a word (a session of no runs, too)
+        result = CliRunner().invoke(cli, ["export", "otlp", "--db", str(db), *both])
+        assert result.exit_code == 2 and "one of" in result.output, both
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
