@@ -88,11 +88,11 @@ def _thread_cpu(native_id: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def run_case(runs: int, k: int, mode: str, variant: str, workdir: Path) -> dict[str, Any]:
-    """Time ``runs`` runs in one mode and tool variant; figures as a dict."""
+def workload(k: int, mode: str, variant: str, path: Path) -> tuple[Agent, ScriptedModel, Store | None]:
+    """The workload's agent in one mode and tool variant (recording into a store at ``path`` unless
+    ``off``), its scripted model and its store."""
     script: list[Any] = [calls(("lookup", {"i": i}, f"c{i}")) for i in range(k)]
     script.append(f"final answer after {k} lookups")
-    path = workdir / f"fp-{mode}-{variant}-{time.monotonic_ns()}.duckdb"
     store = recorder = None
     if mode != "off":
         store = Store.open(path)
@@ -100,16 +100,28 @@ async def run_case(runs: int, k: int, mode: str, variant: str, workdir: Path) ->
     model = ScriptedModel(script, repeat=True, keep_requests=0)
     agent = Agent("lookup", provider=model, persona="You are a lookup agent.", tools=[lookup_tool(variant)],
                   recorder=recorder, max_turns=k + 5)
+    return agent, model, store
+
+
+async def one_run(agent: Agent, r: int) -> None:
+    """Run ``r`` of the workload: a fresh conversation, answered after the tool rounds."""
+    agent.memory.clear_messages(agent.conversation_id)
+    result = await agent.run(f"question {r}")
+    if result.status != "answered" or not result.answer.startswith("final answer"):
+        raise SystemExit(f"bench run failed: {result.status} {result.error}")
+
+
+async def run_case(runs: int, k: int, mode: str, variant: str, workdir: Path) -> dict[str, Any]:
+    """Time ``runs`` runs in one mode and tool variant; figures as a dict."""
+    path = workdir / f"fp-{mode}-{variant}-{time.monotonic_ns()}.duckdb"
+    agent, model, store = workload(k, mode, variant, path)
     writer = getattr(getattr(store, "_writer", None), "_thread", None)
     writer_id = writer.native_id if writer is not None else None
     writer_cpu, main_cpu = _thread_cpu(writer_id), time.thread_time()
     process_cpu = time.process_time()
     started = time.perf_counter()
     for r in range(runs):
-        agent.memory.clear_messages(agent.conversation_id)  # each run a fresh conversation
-        result = await agent.run(f"question {r}")
-        if result.status != "answered" or not result.answer.startswith("final answer"):
-            raise SystemExit(f"bench run failed: {result.status} {result.error}")
+        await one_run(agent, r)
     writer_cpu = _thread_cpu(writer_id) - writer_cpu  # before close: the thread is gone after it
     loop_done = time.perf_counter()
     loop_cpu = time.thread_time() - main_cpu
