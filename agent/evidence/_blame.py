@@ -34,7 +34,7 @@ from ._chain import Chain, chain_of
 from ._control import Comparator, Controls
 from ._counterfactual import CounterfactualResult, counterfactual
 from ._earlier import through_earlier
-from ._edits import Edit
+from ._edits import Edit, resolve
 from ._rebuild import Once
 from ._recording import PLACE_RUN, RecordedRun, read_recording
 from .errors import EvidenceError
@@ -351,6 +351,13 @@ async def blame(
         result = known or await test(group)
         if result.verdict == "holds":
             clear(group, result)
+            return
+        control = result.control
+        if control is not None and not control.reproduced and all(
+                resolve(recording, 0, [s.edit()])[0].first == control.stage for s in group):
+            # the control failed where each of them would be re-run from: alone, each says the same
+            for suspect in group:
+                suspect.verdict, suspect.reason, suspect.via = "inconclusive", result.reason, f"group of {len(group)}"
             return
         middle = len(group) // 2
         for half in (group[:middle], group[middle:]):

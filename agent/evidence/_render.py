@@ -94,21 +94,29 @@ def render_blame(report: BlameReport) -> str:
                 lines.append(f"     <- {link.text}")
             if suspect.chain and suspect.chain.try_next:
                 lines.append(f"     try: {suspect.chain.try_next}")
+    elif report.tested and all(s.reason for s in report.tested):
+        lines.append("Nothing can be concluded: no re-run could test an item (the reasons are below).")
     else:
         lines.append("No single item's edit changes the answer.")
     for suspect in report.omissions:
         lines.append(f"  Left out, and restoring it changes the answer: {suspect.name}: {short(suspect.text)}")
     lines += ["", f"Tested ({len(report.tested)} items in rank order, {len(report.groups)} group test(s)):"]
     lines += [_suspect_line(s) for s in sorted(report.tested, key=lambda s: s.rank)]
+    reasons: dict[str, list[str]] = {}
     for suspect in report.tested:
         if suspect.reason:
-            lines.append(f"  {suspect.name}: inconclusive: {suspect.reason}")
+            reasons.setdefault(suspect.reason, []).append(suspect.name)
+    for reason, names in reasons.items():  # one control failing says the same of every item it covers
+        named = names[0] if len(names) == 1 else f"{len(names)} items ({', '.join(names[:3])}{', …' if len(names) > 3 else ''})"
+        lines.append(f"  {named}: inconclusive: {reason}")
     if report.left_out:
         lines += ["", f"Left out of the answering call, restored ({len(report.left_out)} items):"]
         lines += [_suspect_line(s) for s in report.left_out]
-    if report.skipped:
+    restored = {s.item_hash for s in report.left_out}
+    skipped_here = [s for s in report.skipped if s.item_hash not in restored]  # those are listed just above
+    if skipped_here:
         lines += ["", "Not tested:"]
-        for skipped in report.skipped:
+        for skipped in skipped_here:
             lines.append(f"  {skipped.name[:28]:<28} {skipped.kind:<15} {short(skipped.text, 36):<38} {skipped.reason}")
     for note in report.notes:
         lines += ["", f"Note: {note}"]
