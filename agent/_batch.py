@@ -35,7 +35,7 @@ from .tools import (
     SandboxError,
     ToolContext,
     ToolUseError,
-    enforce,
+    govern,
     result_text,
 )
 
@@ -188,10 +188,9 @@ async def _execute(
         )
     arguments = tool.parse_arguments(call.arguments)
     context = None
-    if agent.permissions is not None or tool.takes_context:  # no checker: nothing more on this path
+    if agent.permissions is not None or tool.takes_context:
         context = tool_context(loop, call, stage, confirmed=skip_approval)
-        if agent.permissions is not None:
-            enforce(agent.permissions, tool, arguments, context)
+    govern(agent.permissions, tool, arguments, context, confirmed=skip_approval)
     if agent.approve is not None and not skip_approval:
         verdict = agent.approve(call, tool)
         if asyncio.iscoroutine(verdict):

@@ -22,7 +22,7 @@ from ._codegen import (
 )
 from ._context import ToolContext
 from ._factories import permission_checker, permissive_checker, restrictive_checker
-from ._governance import enforce, with_permission_check
+from ._governance import enforce, govern, with_permission_check
 from ._meta import LIMIT_ARGUMENTS, META_TOOL_NAMES, apply_tool_limits, cap_result, meta_tools, tool_help
 from ._permissions import (
     CATEGORIES,
@@ -78,6 +78,7 @@ __all__ = [
     "code_tool",
     "enforce",
     "find_deno",
+    "govern",
     "meta_tools",
     "permission_checker",
     "permissive_checker",

@@ -30,11 +30,27 @@ def enforce(checker: PermissionChecker, tool: Tool, arguments: dict[str, Any], c
         checker.record_usage(tool, context, decision, arguments)
         return
     if decision.requires_confirmation:
-        shown = json.dumps(arguments, ensure_ascii=False, default=str)
-        raise PauseRun(f"Allow {tool.name} with {shown[:300]}? (it needs a person's confirmation)", kind="approval")
+        raise confirmation(tool, arguments)
     if decision.outcome == "rate_limited":
         raise ToolRateLimitedError(decision)
     raise PermissionDeniedError(decision)
+
+
+def confirmation(tool: Tool, arguments: dict[str, Any]) -> PauseRun:
+    """The pause that asks a person to allow one call (a yes on resuming runs it)."""
+    shown = json.dumps(arguments, ensure_ascii=False, default=str)
+    return PauseRun(f"Allow {tool.name} with {shown[:300]}? (it needs a person's confirmation)", kind="approval")
+
+
+def govern(checker: PermissionChecker | None, tool: Tool, arguments: dict[str, Any], context: ToolContext | None,
+           *, confirmed: bool) -> None:
+    """What a call goes through before it runs: the checker's decision (:func:`enforce`), or without
+    a checker the tool's own ``requires_confirmation`` — a person's yes is asked either way."""
+    if checker is not None:
+        assert context is not None
+        enforce(checker, tool, arguments, context)
+    elif tool.requires_confirmation and not confirmed:
+        raise confirmation(tool, arguments)
 
 
 def with_permission_check(tool: Tool, checker: PermissionChecker) -> Tool:

@@ -21,7 +21,7 @@ from tracer.errors import json_kind
 
 from ..errors import ToolArgumentsError, ToolError, ToolNotFoundError
 from ._context import ToolContext
-from ._governance import enforce
+from ._governance import govern
 from ._permissions import META_CATEGORY
 from ._registry import ToolRegistry
 from ._tool import PauseRun, Tool
@@ -163,8 +163,7 @@ async def _use_tool(arguments: dict[str, Any], context: ToolContext) -> Any:
     except ToolArgumentsError as exc:
         raise ToolUseError(f"{exc}\n\n{tool_help(target)}") from None
     checked, limited = apply_tool_limits(target, checked)
-    if context.permissions is not None:
-        enforce(context.permissions, target, checked, context)
+    govern(context.permissions, target, checked, context, confirmed=context.confirmed)
     try:
         value = await target.run(checked, context)
     except (PauseRun, PermissionDeniedError):

@@ -109,6 +109,43 @@ async def test_an_approval_pause_runs_the_call_only_when_approved() -> None:
     assert declined["is_error"] and "declined this call" in declined["content"]
 
 
+async def test_a_tool_that_requires_confirmation_pauses_without_a_permission_checker() -> None:
+    """``requires_confirmation`` (a person approves each call) held only under a permission checker:
+    an agent without one ran the call unasked."""
+    paid: list[float] = []
+
+    @tool(requires_confirmation=True)
+    def pay(amount: float) -> str:
+        """Pay money."""
+        paid.append(amount)
+        return f"paid {amount}"
+
+    def agent_for(model: ScriptedModel) -> Agent:
+        return Agent("a", provider=model, tools=[pay])
+
+    yes_model = ScriptedModel([calls(("pay", {"amount": 12.5}, "c1")), "Paid."])
+    yes = agent_for(yes_model)
+    paused = await yes.run("pay it")
+    assert paused.status == "awaiting" and paused.question is not None and "pay" in paused.question
+    assert "12.5" in paused.question and paid == []
+    assert (await yes.resume(paused.pause, "yes")).answer == "Paid."  # type: ignore[arg-type]
+    assert paid == [12.5]
+
+    no_model = ScriptedModel([calls(("pay", {"amount": 99}, "c1")), "Not paid."])
+    no = agent_for(no_model)
+    paused = await no.run("pay it")
+    assert (await no.resume(paused.pause, "no")).answer == "Not paid."  # type: ignore[arg-type]
+    assert paid == [12.5] and "declined this call" in tool_results(no_model.requests[1])[0]["content"]
+
+    # reached through use_tool (meta-tools), the same
+    meta_model = ScriptedModel([calls(("use_tool", {"tool_name": "pay", "arguments": {"amount": 7}}, "c1")), "Paid."])
+    meta = Agent("m", provider=meta_model, tools=[pay], meta_tools=True)
+    paused = await meta.run("pay it")
+    assert paused.status == "awaiting" and paid == [12.5]
+    assert (await meta.resume(paused.pause, "yes")).answer == "Paid."  # type: ignore[arg-type]
+    assert paid == [12.5, 7]
+
+
 async def test_resume_on_another_instance_with_the_same_memory() -> None:
     _, tools = counting_tools()
     memory = ConversationMemory()
