@@ -28,7 +28,7 @@ from tracer.errors import json_kind
 
 from ..errors import ToolArgumentsError, ToolTimeoutError, UserError
 from ._context import ToolContext
-from ._schema import docstring_parts, enum_params, schema_of, surely_valid
+from ._schema import converter_of, docstring_parts, schema_of, surely_valid
 from ._threads import in_thread
 
 #: execute(arguments) -> result, or execute(arguments, context) for a tool that ``takes_context``
@@ -216,9 +216,11 @@ def tool(
     """Make a :class:`Tool` from a typed function (sync or async); usable as ``@tool`` or ``@tool(...)``.
 
     The parameters' JSON schema comes from the annotations (``str``, ``int``, ``float``, ``bool``,
-    lists, dicts, ``Literal``, ``Enum``, optional types, ``Annotated[T, "description"]``), their
-    descriptions from the docstring's ``Args:`` section (or ``:param name:`` lines), and the tool's
-    description from the docstring's text before its first section. A parameter annotated
+    lists, tuples, sets, dicts, ``Literal``, ``Enum``, optional types, ``Annotated[T, "description"]``,
+    dataclasses, ``TypedDict``s and pydantic models), their descriptions from the docstring's
+    ``Args:`` section (or ``:param name:`` lines), and the tool's description from the docstring's
+    text before its first section. The function receives the annotated types: an Enum member, a
+    dataclass or pydantic model instance, a tuple or a set. A parameter annotated
     :class:`ToolContext` is not offered to the model: it receives the call's execution context.
     A sync function runs in a worker thread so it cannot block the loop.
     """
@@ -247,11 +249,11 @@ def tool(
         parameters: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
         if required:
             parameters["required"] = required
-        enums = enum_params(hints)
+        converters = {p: found for p in properties if (found := converter_of(hints.get(p, Any))) is not None}
 
         def kwargs_of(arguments: dict[str, Any], context: ToolContext | None) -> dict[str, Any]:
-            kwargs = arguments if not enums else {
-                k: (enums[k](v) if k in enums and v is not None else v) for k, v in arguments.items()}
+            kwargs = arguments if not converters else {
+                k: (converters[k](v) if k in converters and v is not None else v) for k, v in arguments.items()}
             if context_param is not None:
                 kwargs = {**kwargs, context_param: context}
             return kwargs

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from agent import Tool, ToolRegistry, result_text, tool
 from agent.errors import ToolArgumentsError, ToolNotFoundError, ToolTimeoutError, UserError
@@ -216,3 +218,74 @@ async def test_a_timeout_inside_the_tool_is_its_own_failure() -> None:
 
     with pytest.raises(TimeoutError, match="upstream did not answer"):
         await fetch.run({})
+
+
+class Address(BaseModel):
+    street: str
+    city: str
+    floor: int | None = None
+
+
+@dataclasses.dataclass
+class Slot:
+    day: str
+    hour: int = 9
+
+
+@dataclasses.dataclass
+class Meeting:
+    slot: Slot
+    guests: list[str]
+
+
+class Options(TypedDict, total=False):
+    verbose: bool
+
+
+async def test_pydantic_models_dataclasses_and_typeddicts_get_a_schema_and_arrive_as_themselves() -> None:
+    """A third-party tool annotated with a pydantic model, a dataclass or a TypedDict: the model was
+    offered an empty schema (anything) and the function got plain dicts (``address.city`` failed)."""
+    seen: dict[str, Any] = {}
+
+    @tool
+    def ship(address: Address, meeting: Meeting, slots: list[Slot], opts: Options, pair: tuple[int, int],
+             also: Address | None = None) -> str:
+        """Ship something."""
+        seen.update(address=address, meeting=meeting, slots=slots, opts=opts, pair=pair, also=also)
+        return address.city
+
+    props = ship.parameters["properties"]
+    assert props["address"]["type"] == "object" and props["address"]["required"] == ["street", "city"]
+    assert props["address"]["properties"]["city"]["type"] == "string"
+    assert props["meeting"]["properties"]["slot"]["properties"]["hour"] == {"type": "integer", "default": 9}
+    assert props["meeting"]["required"] == ["slot", "guests"] and props["slots"]["items"]["required"] == ["day"]
+    assert props["opts"] == {"type": "object", "properties": {"verbose": {"type": "boolean"}},
+                             "additionalProperties": False}
+    raw = ('{"address": {"street": "Rua 1", "city": "Lisbon"}, "meeting": {"slot": {"day": "mon"}, "guests": ["ann"]},'
+           ' "slots": [{"day": "tue", "hour": 10}], "opts": {"verbose": true}, "pair": [1, 2],'
+           ' "also": {"street": "Main", "city": "Porto", "floor": 2}}')
+    assert await ship.run(ship.parse_arguments(raw)) == "Lisbon"
+    assert seen["address"] == Address(street="Rua 1", city="Lisbon")
+    assert seen["meeting"] == Meeting(Slot("mon", 9), ["ann"]) and seen["slots"] == [Slot("tue", 10)]
+    assert seen["opts"] == {"verbose": True} and seen["pair"] == (1, 2) and seen["also"].floor == 2
+    with pytest.raises(ToolArgumentsError, match="city"):  # refused before the function runs, naming the field
+        ship.parse_arguments('{"address": {"street": "x"}, "meeting": {"slot": {"day": "m"}, "guests": []},'
+                             ' "slots": [], "opts": {}, "pair": [1, 2]}')
+
+
+@dataclasses.dataclass
+class Node:
+    name: str
+    children: list[Node] = dataclasses.field(default_factory=list)
+
+
+async def test_a_recursive_dataclass_has_a_schema_and_arrives_whole() -> None:
+    @tool
+    def walk(tree: Node) -> str:
+        """Walk a tree."""
+        return "/".join([tree.name, *(child.name for child in tree.children)])
+
+    tree = walk.parameters["properties"]["tree"]
+    assert tree["properties"]["name"] == {"type": "string"} and tree["properties"]["children"]["type"] == "array"
+    raw = '{"tree": {"name": "root", "children": [{"name": "leaf"}]}}'
+    assert await walk.run(walk.parse_arguments(raw)) == "root/leaf"
