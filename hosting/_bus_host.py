@@ -39,6 +39,7 @@ from agent.bus import (
 )
 
 from .http._errors import BodyLimitMiddleware, install_error_handlers
+from .http._models import ERROR_RESPONSES
 
 
 class BusHost:
@@ -158,7 +159,7 @@ def create_bus_app(host: BusHost, *, token: str | None = None, max_body_bytes: i
         yield
         await host.close()
 
-    app = FastAPI(title="footprint bus host", version="1", lifespan=lifespan)
+    app = FastAPI(title="footprint bus host", version="1", lifespan=lifespan, responses=ERROR_RESPONSES)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     install_error_handlers(app)
     router = APIRouter(prefix="/v1/bus", tags=["bus"], dependencies=bearer_guard(token))

@@ -43,6 +43,7 @@ from ._durable import durable_router
 from ._errors import BodyLimitMiddleware, error_body, install_error_handlers
 from ._fast import TurnFastPath
 from ._models import (
+    ERROR_RESPONSES,
     DecisionRequest,
     HealthReply,
     SessionsReply,
@@ -143,6 +144,7 @@ def create_app(
         version="1",
         summary="Turns, sessions and the recordings of a footprint agent host.",
         lifespan=lifespan,
+        responses=ERROR_RESPONSES,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     if host is not None:  # it reads the raw body and hands anything odd to the full app

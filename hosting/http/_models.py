@@ -138,3 +138,31 @@ class HealthReply(BaseModel):
     running_turns: int
     draining: bool
     failed: str | None = None  # why the host is exiting to be restarted
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable ``code`` (``invalid_json``, ``session_busy``, ``not_found``, ...) and a message."""
+
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    message: str
+    field: str | None = Field(None, description="The request field the error is about (invalid_request).")
+    session_id: str | None = Field(None, description="The session a refusal is about.")
+    details: list[dict[str, Any]] | None = Field(None, description="Each invalid field: its loc and message.")
+
+
+class ErrorReply(BaseModel):
+    """Every error the host answers: 4xx for bad input or a refusal, 5xx for the host's own failure."""
+
+    error: ErrorDetail
+
+
+#: Every route's error responses in the OpenAPI spec (instead of FastAPI's {"detail": [...]} 422,
+#: which the host never sends).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": ErrorReply, "description": "Bad input (400 invalid_json, 413, 415, 422 invalid_request), "
+                                                "401 without the token, 404 not_found, 409 a refusal"},
+    "5XX": {"model": ErrorReply, "description": "The host's own failure (500, 503 store_error / host_failed)"},
+}
+

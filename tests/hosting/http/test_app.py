@@ -314,6 +314,23 @@ async def test_the_openapi_spec_lists_every_route(client: httpx.AsyncClient) -> 
     assert "TurnRequest" in spec["components"]["schemas"]
 
 
+async def test_the_openapi_spec_describes_the_error_body_the_host_sends(client: httpx.AsyncClient) -> None:
+    """The spec said a 422 is FastAPI's {"detail": [...]} and named no other error; every error is
+    {"error": {"code", "message", ...}} (a client generated from the spec could not read one)."""
+    spec = (await client.get("/openapi.json")).json()
+    schemas = spec["components"]["schemas"]
+    assert "HTTPValidationError" not in schemas
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            for status in ("4XX", "5XX"):
+                content = operation["responses"][status]["content"]["application/json"]
+                assert content["schema"] == {"$ref": "#/components/schemas/ErrorReply"}, (method, path, status)
+    error = schemas[schemas["ErrorReply"]["properties"]["error"]["$ref"].rsplit("/", 1)[-1]]
+    assert set(error["required"]) == {"code", "message"}
+    sent = (await client.get("/v1/recordings/runs?limit=-1", headers=AUTH)).json()
+    assert set(sent) == set(schemas["ErrorReply"]["properties"]) and set(sent["error"]) <= set(error["properties"])
+
+
 async def test_recordings_routes_answer_404_for_unknown_runs(client: httpx.AsyncClient) -> None:
     response = await client.get("/v1/recordings/runs/r-nope", headers=AUTH)
     assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
