@@ -205,9 +205,9 @@ class OpenAIProvider(Provider):
         attempt = 0
         while True:
             emitted = False
+            assembly = _StreamAssembly(model)
             try:
                 chunks = await self._client.chat.completions.create(**kwargs)
-                assembly = _StreamAssembly(model)
                 async with chunks:  # closes the connection when the caller stops early
                     async for chunk in chunks:
                         text = assembly.add(chunk)
@@ -217,8 +217,18 @@ class OpenAIProvider(Provider):
                 yield ResponseDone(assembly.response())
                 return
             except Exception as exc:
-                await self._before_retry(exc, model, attempt, retry=not emitted)
+                await self._before_retry(self._cut_short(exc, model, assembly), model, attempt, retry=not emitted)
                 attempt += 1
+
+    def _cut_short(self, exc: Exception, model: str, assembly: _StreamAssembly) -> Exception:
+        """A connection lost after chunks came is a stream cut short (it did reach the server)."""
+        if not assembly.chunks or not isinstance(exc, openai.APIConnectionError) or isinstance(
+                exc, openai.APITimeoutError):
+            return exc
+        cut = ProviderConnectionError(f"{self.name} ({model}): the stream from {self.base_url} was cut short after "
+                                      f"{assembly.chunks} chunk(s): {exc.__cause__ or exc}", provider=self.name)
+        cut.__cause__ = exc
+        return cut
 
     async def list_models(self) -> list[str]:
         """The model ids the server offers (``GET /models``)."""
@@ -330,10 +340,12 @@ class OpenAIProvider(Provider):
                 f"{_shorten(repr(completion))}",
                 provider=self.name,
             )
+        # a call without a function (or its name) is kept: the loop tells the model no such tool exists
         tool_calls = tuple(
-            ToolCall(id=call.id or "", name=call.function.name or "", arguments=call.function.arguments or "")
+            ToolCall(id=getattr(call, "id", None) or "", name=getattr(function, "name", None) or "",
+                     arguments=_argument_text(getattr(function, "arguments", None)))
             for call in getattr(message, "tool_calls", None) or ()
-            if getattr(call, "function", None) is not None
+            for function in [getattr(call, "function", None)]
         )
         finish = getattr(choice, "finish_reason", None) or ("tool_calls" if tool_calls else "stop")
         return ModelResponse(
@@ -390,13 +402,18 @@ class _StreamAssembly:
         if function is not None:
             if getattr(function, "name", None):
                 call["name"] = function.name  # some servers repeat the name in every fragment
-            call["arguments"] += getattr(function, "arguments", None) or ""
+            call["arguments"] += _argument_text(getattr(function, "arguments", None))
 
     def response(self) -> ModelResponse:
         """The whole response the chunks describe."""
         if self.chunks == 0:
             raise ProviderResponseError(
                 f"openai ({self.model}): the stream ended without a single chunk", provider="openai"
+            )
+        if self.finish_reason is None:  # the connection closed early: what came is not the whole response
+            raise ProviderConnectionError(
+                f"openai ({self.model}): the stream ended before the response was complete (no finish_reason "
+                f"after {self.chunks} chunk(s))", provider="openai"
             )
         tool_calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in (self.calls[i] for i in sorted(self.calls)))
         return ModelResponse(
@@ -408,6 +425,17 @@ class _StreamAssembly:
             response_id=self.response_id,
             provider="openai",
         )
+
+
+def _argument_text(value: Any) -> str:
+    """A call's arguments as the JSON text the loop parses: a server that sends them as an object
+    (the wire format says a string) has it written back as JSON; none is ""."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def _usage(usage: Any) -> Usage:

@@ -7,6 +7,7 @@ asserted exactly (``jitter`` is the identity, so a backoff delay is its cap).
 from __future__ import annotations
 
 import email.utils
+import json
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -37,6 +38,7 @@ from agent.providers import (
     Usage,
 )
 from agent.providers._openai import is_loopback_url, parse_retry_after
+from tests.agent.providers.conftest import Reply
 
 MakeRequest = Callable[..., ModelRequest]
 WEATHER_TOOL = {
@@ -176,6 +178,29 @@ async def test_tool_calls_come_back_with_their_raw_argument_text(
     )
 
 
+async def test_malformed_tool_calls_reach_the_loop_as_calls_it_can_report(
+    provider: OpenAIProvider, openai_server: Any, request_of: MakeRequest
+) -> None:
+    """Arguments sent as a JSON object (not the string the wire format says) reached the tool as a
+    dict ("'dict' object has no attribute 'strip'"); a call without a function was dropped, so the
+    run answered with nothing. Both now reach the loop, which tells the model what was wrong."""
+    body = completion(None, finish="tool_calls")
+    body["choices"][0]["message"]["tool_calls"] = [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+        {"id": "call_2", "type": "function"},
+        {"id": "call_3", "type": "function", "function": {"name": "get_weather", "arguments": None}},
+    ]
+    openai_server.script(openai_server.json(body))
+
+    response = await provider.complete(request_of("Weather?", tools=[WEATHER_TOOL]))
+
+    assert response.tool_calls == (
+        ToolCall("call_1", "get_weather", '{"city": "Paris"}'),
+        ToolCall("call_2", "", ""),  # no tool is named "": the loop says so and lists the tools
+        ToolCall("call_3", "get_weather", ""),
+    )
+
+
 async def test_list_models(provider: OpenAIProvider, openai_server: Any) -> None:
     models = [{"id": name, "object": "model", "created": 0, "owned_by": "me"} for name in ("llama3", "qwen")]
     openai_server.script(openai_server.json({"object": "list", "data": models}))
@@ -278,6 +303,40 @@ async def test_stream_error_after_text_is_not_retried(
 
     assert seen == [TextDelta("par")]  # a retry would have repeated this text
     assert len(openai_server.received) == 1 and sleeps == []
+
+
+async def test_a_stream_that_stops_before_its_end_is_not_an_answer(
+    provider: OpenAIProvider, openai_server: Any, sleeps: Sleeps, request_of: MakeRequest
+) -> None:
+    """A stream the connection closed before its finish_reason (no [DONE]) was taken as the whole
+    answer: 'the café near' stood as the reply."""
+    cut = openai_server.sse([chunk({"content": "the café near"})], done=False)
+    openai_server.script(cut)
+    seen: list[StreamEvent] = []
+    with pytest.raises(ProviderConnectionError, match=r"ended before the response was complete .*1 chunk"):
+        async for event in provider.stream(request_of("hi")):
+            seen.append(event)
+    assert seen == [TextDelta("the café near")] and sleeps == []  # text was given: not retried
+
+    calls_only = openai_server.sse([chunk({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                                           "function": {"name": "get_weather", "arguments": "{"}}]})],
+                                   done=False)
+    openai_server.script(calls_only, openai_server.sse([chunk({"content": "ok"}), chunk(finish="stop")]))
+    events = await collect(provider, request_of("hi"))
+    assert isinstance(events[-1], ResponseDone) and events[-1].response.text == "ok"  # nothing given yet: retried
+    assert len(sleeps) == 1
+
+
+async def test_a_stream_cut_mid_event_says_so(
+    provider: OpenAIProvider, openai_server: Any, request_of: MakeRequest
+) -> None:
+    event = f"data: {json.dumps(chunk({'content': 'par'}))}\n\n".encode()
+    broken = Reply(200, content_type="text/event-stream", headers={"transfer-encoding": "chunked"},
+                   events=(f"{len(event):x}\r\n".encode() + event + b"\r\n", b"40\r\ndata: {"))
+    openai_server.script(broken)
+    with pytest.raises(ProviderConnectionError, match="was cut short after 1 chunk") as caught:
+        await collect(provider, request_of("hi"))
+    assert "could not reach" not in str(caught.value)
 
 
 async def test_stream_with_a_malformed_event_is_a_response_error(
