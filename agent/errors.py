@@ -70,6 +70,16 @@ class ToolTimeoutError(ToolError):
     """The tool did not finish in time."""
 
 
+class ToolExitedError(ToolError):
+    """A tool raised SystemExit (``sys.exit``: argparse on bad input, a command line wrapped as a
+    tool): that call failed, not the process."""
+
+    def __init__(self, exc: BaseException) -> None:
+        code = exc.code if isinstance(exc, SystemExit) else None
+        super().__init__(f"it called sys.exit({code!r})" if isinstance(exc, SystemExit)
+                         else f"it raised {type(exc).__name__}")
+
+
 class ToolReportedError(ToolError):
     """A tool finished, but its result is an error; ``content`` is exactly what the model sees."""
 

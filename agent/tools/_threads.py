@@ -21,6 +21,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import ToolExitedError
+
 #: Worker threads at most (as the default executor: one per core plus four, at most 32).
 MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
 
@@ -56,6 +58,8 @@ class _Workers:
             if not future.cancelled():  # read across threads: at worst a cancelled call still runs
                 try:
                     outcome: tuple[bool, Any] = (True, context.run(func, *args, **kwargs))
+                except (SystemExit, KeyboardInterrupt) as exc:  # not this process's: set on a future,
+                    outcome = (False, ToolExitedError(exc))  # either would stop the caller's event loop
                 except BaseException as exc:  # the caller gets it, as from to_thread
                     outcome = (False, exc)
                 try:

@@ -26,7 +26,7 @@ import jsonschema
 from tracer import Item, ItemKind
 from tracer.errors import json_kind
 
-from ..errors import ToolArgumentsError, ToolTimeoutError, UserError
+from ..errors import ToolArgumentsError, ToolExitedError, ToolTimeoutError, UserError
 from ._context import ToolContext
 from ._schema import converter_of, docstring_parts, schema_of, surely_valid
 from ._threads import in_thread
@@ -172,9 +172,18 @@ class Tool:
 
 
 async def _call(execute: Execute, args: tuple[Any, ...]) -> Any:
-    value = execute(*args)
-    if inspect.isawaitable(value):
-        value = await value
+    """What ``execute`` gives: awaited (a coroutine it returns too); a generator's items as a list
+    (a plain one drawn in a worker thread). ``sys.exit`` in it fails the call (:class:`ToolExitedError`)."""
+    try:
+        value = execute(*args)
+        while inspect.isawaitable(value):
+            value = await value
+        if inspect.isasyncgen(value):
+            return [item async for item in value]
+        if inspect.isgenerator(value):
+            return await in_thread(list, value)
+    except SystemExit as exc:
+        raise ToolExitedError(exc) from None
     return value
 
 

@@ -289,3 +289,58 @@ async def test_a_recursive_dataclass_has_a_schema_and_arrives_whole() -> None:
     assert tree["properties"]["name"] == {"type": "string"} and tree["properties"]["children"]["type"] == "array"
     raw = '{"tree": {"name": "root", "children": [{"name": "leaf"}]}}'
     assert await walk.run(walk.parse_arguments(raw)) == "root/leaf"
+
+
+async def test_generator_tools_give_what_they_yield_and_a_coroutine_returned_is_awaited() -> None:
+    """A generator tool's result was the generator's repr ("<async_generator object ...>"), and an
+    async tool returning a coroutine gave its repr with "coroutine was never awaited"."""
+
+    @tool
+    async def pages(n: int):  # type: ignore[no-untyped-def]
+        """Pages, as they come."""
+        for i in range(n):
+            await asyncio.sleep(0)
+            yield {"page": i}
+
+    @tool
+    def lines(n: int):  # type: ignore[no-untyped-def]
+        """Lines, one by one."""
+        yield from (f"line {i}" for i in range(n))
+
+    @tool
+    async def later(n: int) -> Any:
+        """A coroutine, returned."""
+        async def value() -> int:
+            return n * 2
+        return value()
+
+    assert await pages.run({"n": 2}) == [{"page": 0}, {"page": 1}]
+    assert await lines.run({"n": 2}) == ["line 0", "line 1"]
+    assert await later.run({"n": 4}) == 8
+
+
+@pytest.mark.parametrize("where", ["thread", "loop"])
+async def test_a_tool_that_calls_sys_exit_fails_that_call_only(where: str) -> None:
+    """argparse (a CLI wrapped as a tool) calls sys.exit on bad input: SystemExit from a worker
+    thread took the event loop down (the run raised CancelledError)."""
+    import sys
+
+    from agent import Agent
+    from agent.providers import FunctionModel, calls, tool_results
+
+    def cli(args: str) -> str:
+        """A command line tool."""
+        sys.exit(2)
+
+    async def cli_async(args: str) -> str:
+        """A command line tool."""
+        sys.exit(2)
+
+    wrapped = tool(cli if where == "thread" else cli_async, name="cli")
+
+    def model(request: Any) -> Any:
+        results = tool_results(request)
+        return f"saw: {results[0]['content']}" if results else calls(("cli", {"args": "--bad"}))
+
+    result = await Agent("a", provider=FunctionModel(model), tools=[wrapped]).run("go")
+    assert result.status == "answered" and "sys.exit(2)" in result.answer, result.answer
