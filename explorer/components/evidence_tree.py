@@ -18,10 +18,17 @@ _EXPAND_DEPTH = 8  # deeper branches start collapsed so a long session stays rea
 
 
 def node_label(node: EvidenceNode, width: int = 40, home_run: str | None = None, name: str | None = None) -> Text:
-    """How a node of the evidence graph reads in the tree (a stage's run is named when not ``home_run``).
+    """How a node of the evidence graph reads in the tree (a stage's run is named when not ``home_run``),
+    at most ``width`` columns, ending in an ellipsis where it is cut.
 
-    An item shows its name (``memory:profile.home_city``) and its text cut to ``width`` with an ellipsis.
+    An item shows its name (``memory:profile.home_city``) and as much of its text as fits.
     """
+    label = _label(node, width, home_run, name)
+    label.truncate(width, overflow="ellipsis")
+    return label
+
+
+def _label(node: EvidenceNode, width: int, home_run: str | None, name: str | None) -> Text:
     if node.node == SHOWN_ABOVE:
         return Text(f"({node.count} more items of this context, shown above)", style="dim italic")
     if node.node == "stage":

@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, Tree
 
-from tracer import Evidence, EvidenceNode, Store, item_names, one_line
+from tracer import SHOWN_ABOVE, Evidence, EvidenceNode, Store, item_names, one_line
 
 from .._format import ORIGIN_COLOURS, failure
 from .._verdicts import (
@@ -154,6 +154,9 @@ class WhyScreen(Screen[None]):
                 text.append(f"\n← {node.origin.describe()}", style="dim")
                 if node.origin.run_id and node.origin.run_id != self.run_id:
                     text.append(f" in run {node.origin.run_id}", style="dim")
+        elif node.node == SHOWN_ABOVE:
+            text.append(f"{node.count} items of this context were walked above, where the tree first met them "
+                        f"(footprint show RUN --context lists every item each call was sent)", style="dim")
         else:
             text.append(f"{node.stage_kind} {node.stage_name or ''} of run {node.run_id}", style="dim")
         stage = node if node.node == "stage" else next((c for c in node.children if c.node == "stage"), None)

@@ -212,3 +212,43 @@ async def test_at_80x24_every_why_tree_line_shows_its_whole_label(
             checked += 1
         assert checked >= 5
         assert tree.root.label.plain.endswith("…"), "the sample's answer is longer than a line at 80 columns"
+
+
+def test_every_kind_of_why_tree_label_is_cut_to_its_width_with_an_ellipsis() -> None:
+    """A stage's label ignored its width: deep in a long session '… of …0005d6834f  (walked above'
+    ran past the edge, cut without an ellipsis."""
+    from explorer.components.evidence_tree import node_label
+    from tracer import SHOWN_ABOVE, EvidenceNode, Origin
+
+    stage = EvidenceNode("stage", "r-01a23414f932-0005d6834f", stage_id="s-1", stage_kind="prompt",
+                         stage_name="prompt composition", seen=True)
+    item = EvidenceNode("item", "r-home", item_hash="ab" * 16, item_kind="memory", text="Maya lives in Berlin.",
+                        origin=Origin("memory", source="profile.home_city"))
+    above = EvidenceNode(SHOWN_ABOVE, None, count=52)
+    for node, name in ((stage, None), (item, "memory:a.rather.long.key.of.the.user.profile"), (above, None)):
+        for width in (20, 30):
+            label = node_label(node, width, home_run="r-home", name=name).plain
+            assert len(label) <= width and label.endswith("…"), (label, width)
+
+
+async def test_the_why_detail_of_a_shown_above_line_says_what_it_is(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
+) -> None:
+    """The cursor on "(N more items of this context, shown above)" showed "None  of run None"."""
+    from textual.widgets import Static
+
+    from tracer import SHOWN_ABOVE
+
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await settle(pilot)
+        tree = app.screen.query_one(EvidenceTree)
+        tree.root.expand_all()
+        await settle(pilot)
+        line = next(n for n in tree._in_order() if n.data is not None and n.data.node == SHOWN_ABOVE)
+        tree.move_cursor(line)
+        await settle(pilot)
+        shown = str(app.screen.query_one("#why-detail", Static).render())
+        assert "None" not in shown and f"{line.data.count} items" in shown, shown
