@@ -11,7 +11,14 @@ and after (what glibc's ``_int_malloc`` walks on its slow path). glibc only (Lin
 
 The kinds are the session store's statements on tables of its shape: an upsert of 8 sessions'
 heads (ON CONFLICT), an UPDATE of the same 8 rows, an upsert of 8 values of 300 bytes, an INSERT of
-8 records of 1-4 KB, and SELECT 1.
+8 records of 1-4 KB, and SELECT 1; then the append-only alternatives: an INSERT of 8 head
+revisions (without and with a PRIMARY KEY on (session, revision)), an INSERT of 8 value revisions
+of 300 bytes, and the head INSERT followed by pruning the superseded revisions: a DELETE after
+every INSERT (``delete_each``), a DELETE every 256 (``prune_256``), or rewriting the table every
+256 (CREATE TABLE AS the latest revisions, DROP, RENAME: ``rewrite_256``); and the value INSERT
+with a DELETE of the superseded values every 256 (``values_prune_256``).
+
+    .venv/bin/python bench/duckdb_retained.py --kinds insert_values values_prune_256
 """
 
 from __future__ import annotations
@@ -25,7 +32,10 @@ import subprocess
 import sys
 import tempfile
 
-KINDS = ("select", "insert_records", "upsert_heads", "update_heads", "upsert_values")
+KINDS = ("select", "insert_records", "upsert_heads", "update_heads", "upsert_values",
+         "insert_heads", "insert_heads_pk", "insert_values", "delete_each", "prune_256", "rewrite_256", "values_prune_256")
+PRUNE = ("DELETE FROM a USING (SELECT session_id AS s, max(rev) AS m FROM a GROUP BY session_id) l "
+         "WHERE a.session_id = l.s AND a.rev < l.m")
 SIDS = [f"s{j}" for j in range(8)]
 
 
@@ -45,6 +55,9 @@ def _child(kind: str, n: int) -> dict[str, float]:
     con.execute("CREATE TABLE v (session_id VARCHAR NOT NULL, key VARCHAR NOT NULL, value VARCHAR NOT NULL, "
                 "PRIMARY KEY (session_id, key))")
     con.execute("INSERT INTO h SELECT unnest(?), 0, 0", [SIDS])
+    appended = "CREATE TABLE a (session_id VARCHAR NOT NULL, rev BIGINT NOT NULL, next_seq BIGINT, version BIGINT"
+    con.execute(appended + (", PRIMARY KEY (session_id, rev))" if kind == "insert_heads_pk" else ")"))
+    con.execute("CREATE TABLE av (session_id VARCHAR NOT NULL, key VARCHAR NOT NULL, rev BIGINT NOT NULL, value VARCHAR)")
     rng = random.Random(0)
 
     def step(i: int) -> None:
@@ -62,6 +75,25 @@ def _child(kind: str, n: int) -> dict[str, float]:
         elif kind == "upsert_values":
             con.execute("INSERT INTO v SELECT unnest(?), unnest(?), unnest(?) ON CONFLICT (session_id, key) "
                         "DO UPDATE SET value = excluded.value", [SIDS, ["host.session"] * 8, ["x" * 300] * 8])
+        elif kind in ("insert_heads", "insert_heads_pk", "delete_each", "prune_256", "rewrite_256", "values_prune_256"):
+            con.execute("INSERT INTO a SELECT unnest(?), unnest(?), unnest(?), unnest(?)",
+                        [SIDS, [i] * 8, [i] * 8, [i] * 8])
+            if kind == "delete_each":
+                con.execute("DELETE FROM a WHERE session_id IN (SELECT unnest(?)) AND rev < ?", [SIDS, i])
+            elif kind == "prune_256" and i % 256 == 255:
+                con.execute(PRUNE)
+            elif kind == "rewrite_256" and i % 256 == 255:
+                con.execute("BEGIN TRANSACTION")
+                con.execute("CREATE TABLE a2 AS SELECT * FROM a QUALIFY rev = max(rev) OVER (PARTITION BY session_id)")
+                con.execute("DROP TABLE a")
+                con.execute("ALTER TABLE a2 RENAME TO a")
+                con.execute("COMMIT")
+        elif kind in ("insert_values", "values_prune_256"):
+            con.execute("INSERT INTO av SELECT unnest(?), unnest(?), unnest(?), unnest(?)",
+                        [SIDS, ["host.session"] * 8, [i] * 8, ["x" * 300] * 8])
+            if kind == "values_prune_256" and i % 256 == 255:
+                con.execute("DELETE FROM av USING (SELECT session_id AS s, key AS k, max(rev) AS m FROM av "
+                            "GROUP BY ALL) l WHERE av.session_id = l.s AND av.key = l.k AND av.rev < l.m")
         if i % 300 == 299:
             con.execute("CHECKPOINT")
 
@@ -78,13 +110,14 @@ def _child(kind: str, n: int) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=2000, help="statements of each kind (default 2000)")
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS), help="the kinds to measure (all)")
     parser.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(_child(args.child, args.n)))
         return 0
     results = {}
-    for kind in KINDS:
+    for kind in args.kinds:
         out = subprocess.run([sys.executable, __file__, "--child", kind, "--n", str(args.n)],
                              capture_output=True, text=True, check=True).stdout
         results[kind] = json.loads(out)

@@ -1,25 +1,38 @@
 """The persistence protocol in DuckDB: the embedded default, in the recordings file or a file of its own.
 
-Three tables (``fp_session_head``, ``fp_session_record``, ``fp_session_value`` by default): a
-session's head row (the next record number; the host's version, status and timestamps), its
-records, appended and never updated, and its values. A turn therefore writes a few small rows —
-what it added — however long the conversation is.
+Three tables (``fp_session_head``, ``fp_session_record``, ``fp_session_value`` by default), all
+appended to: a session's records, never updated; its heads (the next record number; the host's
+version, status and timestamps) and its values as *revisions* — a batch inserts a new head row for
+each session it writes (revision = the stored one + 1) and a row per value set (or deleted: a NULL
+value) at that revision, and a read takes the highest revision per session and per key. A turn
+therefore writes a few small rows — what it added — however long the conversation is, and no
+statement of a turn updates a row: DuckDB keeps ~2 KB of heap per UPDATE or ON CONFLICT upsert of
+a stored row until the database closes, so updating the heads and values in place made a host's
+memory grow with its turns (``bench/duckdb_retained.py`` measures each kind of statement).
+
+Superseded revisions are deleted now and then, in the transaction of the batch that crosses
+:data:`PRUNE_ROWS` revisions or :data:`PRUNE_CHARS` characters of value text written since the
+last prune (and when the store opens): a DELETE keeps heap too, so it runs rarely, never per
+batch. Dropping a session and clearing its records delete rows, as they always did (rarely).
 
 One process owns a DuckDB file, so given the tracer :class:`~tracer.Store` the host records into,
-the store takes cursors from it instead of opening the file twice. Writes run on one thread
-(group-committed, see :mod:`hosting.sessions._stored`), reads on another with a cursor of their
-own, so the event loop never waits on DuckDB and a read never waits behind a commit. This is the
-only hosting module that imports duckdb.
+the store takes cursors from it instead of opening the file twice, and one thread of one store
+writes a set of tables (revisions are numbered by that writer, unguarded by an index). Writes run
+on that thread (group-committed, see :mod:`hosting.sessions._stored`), reads on another with a
+cursor of their own, so the event loop never waits on DuckDB and a read never waits behind a
+commit. This is the only hosting module that imports duckdb.
 
-A store written by the envelope store of earlier versions (one ``fp_session`` row per session
-holding the whole conversation) is migrated when it is opened for writing, in one transaction.
+Stores of earlier versions are migrated when they are opened, each in one transaction: heads and
+values updated in place (one row per session and per key, under primary keys) become revision 1;
+the envelope store's table (one ``fp_session`` row per session holding the whole conversation)
+becomes records.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from typing import Any, TypeVar
@@ -31,6 +44,7 @@ from tracer import RedactionPolicy, Store, StoreError, missing_directory, refuse
 from ..errors import SessionStoreError, VersionConflictError
 from ._stored import (
     PREFIX_LONGEST,
+    HeadUpdate,
     SessionHead,
     StoredPersistence,
     StoredSession,
@@ -40,6 +54,21 @@ from ._stored import (
 )
 
 T = TypeVar("T")
+# Heads and values are revisions, appended and never updated (DuckDB keeps ~2 KB of heap per UPDATE
+# or ON CONFLICT upsert of a stored row until the database closes: bench/duckdb_retained.py); a
+# session's head and a key's value are the rows of its highest revision, a value of NULL a deletion.
+# No index: an index is a per-row cost of its own, and the superseded revisions are pruned.
+_HEAD = ("(session_id VARCHAR NOT NULL, rev BIGINT NOT NULL, next_seq BIGINT NOT NULL, version BIGINT NOT NULL, "
+         "created_at DOUBLE, updated_at DOUBLE, status VARCHAR)")
+# no index either: a session's records are read once per process (the host caches what it wrote)
+_RECORD = "(session_id VARCHAR NOT NULL, seq BIGINT NOT NULL, kind VARCHAR NOT NULL, body VARCHAR NOT NULL)"
+_VALUE = "(session_id VARCHAR NOT NULL, key VARCHAR NOT NULL, rev BIGINT NOT NULL, value VARCHAR)"
+#: Head and value revisions (rows, and characters of value text) written before a batch also
+#: prunes the superseded ones: one DELETE per table, in the batch's transaction. A DELETE keeps heap
+#: of its own (~1.5 KB), so it runs now and then, not per batch; the text bound keeps what the
+#: superseded values hold (in the file and DuckDB's cache) small when values are big.
+PRUNE_ROWS = 2048
+PRUNE_CHARS = 1 << 20
 LegacyMigration = Callable[[list[tuple[Any, ...]], RedactionPolicy], list[WriteSet]]
 
 
@@ -53,6 +82,7 @@ class DuckDBPersistence(StoredPersistence):
     def __init__(
         self, store: Store | None = None, *, path: str | None = None, prefix: str = "fp_session",
         policy: RedactionPolicy | None = None, migrate: LegacyMigration | None = None,
+        prune_rows: int = PRUNE_ROWS, prune_chars: int = PRUNE_CHARS,
     ) -> None:
         super().__init__(policy=policy)
         if (store is None) == (path is None):
@@ -64,6 +94,10 @@ class DuckDBPersistence(StoredPersistence):
         self._prefix = prefix
         self._head, self._record, self._value = f"{prefix}_head", f"{prefix}_record", f"{prefix}_value"
         self._migrate = migrate
+        if prune_rows < 1 or prune_chars < 1:
+            raise ValueError(f"prune_rows and prune_chars must be at least 1, not {prune_rows} and {prune_chars}")
+        self._prune_at = (prune_rows, prune_chars)
+        self._written = (0, 0)  # revisions and value characters written since the last prune
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="footprint-sessions")
         self._read_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="footprint-sessions-read")
         self._owned: duckdb.DuckDBPyConnection | None = None
@@ -87,24 +121,35 @@ class DuckDBPersistence(StoredPersistence):
 
     def _prepare(self) -> None:
         con = self._con
-        con.execute(
-            f"CREATE TABLE IF NOT EXISTS {self._head} (session_id VARCHAR PRIMARY KEY, next_seq BIGINT NOT NULL, "
-            f"version BIGINT NOT NULL, created_at DOUBLE, updated_at DOUBLE, status VARCHAR)"
-        )
-        # no index: a session's records are read once per process (the host caches what it wrote)
-        con.execute(
-            f"CREATE TABLE IF NOT EXISTS {self._record} (session_id VARCHAR NOT NULL, seq BIGINT NOT NULL, "
-            f"kind VARCHAR NOT NULL, body VARCHAR NOT NULL)"
-        )
-        con.execute(
-            f"CREATE TABLE IF NOT EXISTS {self._value} (session_id VARCHAR NOT NULL, key VARCHAR NOT NULL, "
-            f"value VARCHAR NOT NULL, PRIMARY KEY (session_id, key))"
-        )
-        columns = {r[0] for r in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [self._prefix]
-        ).fetchall()}
-        if "payload" in columns and self._migrate is not None:
+        shapes = {t: {r[0] for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [t]).fetchall()}
+            for t in (self._prefix, self._head, self._value)}
+        if shapes[self._head] and "rev" not in shapes[self._head]:
+            self._migrate_keyed()
+        for table, columns in ((self._head, _HEAD), (self._record, _RECORD), (self._value, _VALUE)):
+            con.execute(f"CREATE TABLE IF NOT EXISTS {table} {columns}")
+        if "payload" in shapes[self._prefix] and self._migrate is not None:
             self._migrate_legacy()
+        self._prune()
+
+    def _migrate_keyed(self) -> None:
+        """Turn the head and value tables of the version before (one row per session and per key,
+        updated in place, under primary keys) into revisions, each row revision 1, in one transaction."""
+        con = self._con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for table, columns, select in (
+                (self._head, _HEAD, "session_id, 1, next_seq, version, created_at, updated_at, status"),
+                (self._value, _VALUE, "session_id, key, 1, value"),
+            ):
+                con.execute(f"CREATE TABLE {table}_revisions {columns}")
+                con.execute(f"INSERT INTO {table}_revisions SELECT {select} FROM {table}")
+                con.execute(f"DROP TABLE {table}")
+                con.execute(f"ALTER TABLE {table}_revisions RENAME TO {table}")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
 
     def _migrate_legacy(self) -> None:
         """Turn the envelope table of earlier versions into records, in one transaction, then drop it."""
@@ -190,7 +235,11 @@ class DuckDBPersistence(StoredPersistence):
         with self._store.committing() if self._store is not None else nullcontext():
             con.execute("BEGIN TRANSACTION")
             try:
-                conflicts = self._apply(batch)
+                conflicts, (rows, chars) = self._apply(batch)
+                written = (self._written[0] + rows, self._written[1] + chars)
+                pruning = written[0] >= self._prune_at[0] or written[1] >= self._prune_at[1]
+                if pruning:
+                    self._prune()
                 con.execute("COMMIT")
             except BaseException:
                 try:
@@ -198,23 +247,30 @@ class DuckDBPersistence(StoredPersistence):
                 except duckdb.Error:
                     pass  # (an invalidated database has no transaction to roll back)
                 raise
+        self._written = (0, 0) if pruning else written
         return conflicts
 
-    def _apply(self, batch: list[WriteSet]) -> dict[int, VersionConflictError]:
-        """Write ``batch`` inside the open transaction, in a handful of set-based statements."""
+    def _latest_heads(self, where: str) -> str:
+        return (f"SELECT session_id, rev, next_seq, version, created_at, updated_at, status FROM {self._head} "
+                f"{where} QUALIFY row_number() OVER (PARTITION BY session_id ORDER BY rev DESC) = 1")
+
+    def _apply(self, batch: list[WriteSet]) -> tuple[dict[int, VersionConflictError], tuple[int, int]]:
+        """Write ``batch`` inside the open transaction, in a handful of set-based INSERTs (a DELETE
+        only for a dropped session or cleared records); the conflicts, and the revisions and value
+        characters written."""
         con = self._con
         sids = list(dict.fromkeys(ws.session_id for ws in batch))
-        stored = {
-            r[0]: SessionHead(r[0], int(r[1]), int(r[2]), float(r[3] or 0), float(r[4] or 0), r[5])
-            for r in con.execute(
-                f"SELECT session_id, next_seq, version, created_at, updated_at, status FROM {self._head} "
-                f"WHERE session_id IN (SELECT unnest(?))", [sids],
-            ).fetchall()
-        }
+        stored: dict[str, SessionHead] = {}
+        revs: dict[str, int] = {}
+        for r in con.execute(self._latest_heads("WHERE session_id IN (SELECT unnest(?))"), [sids]).fetchall():
+            stored[r[0]] = _head(r[0], r[2:])
+            revs[r[0]] = int(r[1])
         plan = plan_batch(batch, stored)
         if plan.drop:
             for table in (self._record, self._value, self._head):
                 con.execute(f"DELETE FROM {table} WHERE session_id IN (SELECT unnest(?))", [plan.drop])
+            for sid in plan.drop:
+                revs.pop(sid, None)
         if plan.clear_below:
             con.execute(
                 f"DELETE FROM {self._record} USING (SELECT unnest(?) AS s, unnest(?) AS n) c "
@@ -227,36 +283,36 @@ class DuckDBPersistence(StoredPersistence):
                 [[r[0] for r in plan.records], [r[1] for r in plan.records],
                  [r[2] for r in plan.records], [r[3] for r in plan.records]],
             )
-        if plan.value_deletes:
+        # every session the plan wrote to has a new head: its revision is its values' too
+        rev = {h.session_id: revs.get(h.session_id, 0) + 1 for h in plan.heads}
+        values: list[tuple[str, str, str | None]] = [*plan.value_upserts, *((s, k, None) for s, k in plan.value_deletes)]
+        if values:
             con.execute(
-                f"DELETE FROM {self._value} USING (SELECT unnest(?) AS s, unnest(?) AS k) d "
-                f"WHERE session_id = d.s AND key = d.k",
-                [[d[0] for d in plan.value_deletes], [d[1] for d in plan.value_deletes]],
+                f"INSERT INTO {self._value} SELECT unnest(?), unnest(?), unnest(?), unnest(?::VARCHAR[])",
+                [[v[0] for v in values], [v[1] for v in values], [rev[v[0]] for v in values], [v[2] for v in values]],
             )
-        if plan.value_upserts:
+        heads = plan.heads
+        if heads:
             con.execute(
-                f"INSERT INTO {self._value} SELECT unnest(?), unnest(?), unnest(?) "
-                f"ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value",
-                [[u[0] for u in plan.value_upserts], [u[1] for u in plan.value_upserts],
-                 [u[2] for u in plan.value_upserts]],
+                f"INSERT INTO {self._head} SELECT unnest(?), unnest(?), unnest(?), unnest(?), unnest(?), unnest(?), "
+                f"unnest(?::VARCHAR[])",
+                [[x.session_id for x in heads], [rev[x.session_id] for x in heads], [x.next_seq for x in heads],
+                 [x.version for x in heads], [x.created_at for x in heads], [x.updated_at for x in heads],
+                 [x.status for x in heads]],
             )
-        # the heads read above are updated, the others inserted: no upsert (DuckDB plans ON CONFLICT
-        # as a MERGE, about twice the CPU of an UPDATE of the same rows, and it is every batch)
-        kept = set(stored).difference(plan.drop)
-        for heads, sql in (
-            ([x for x in plan.heads if x.session_id in kept],
-             f"UPDATE {self._head} SET next_seq = c.n, version = c.v, created_at = c.c, updated_at = c.u, "
-             f"status = c.s FROM (SELECT unnest(?) AS id, unnest(?) AS n, unnest(?) AS v, unnest(?) AS c, "
-             f"unnest(?) AS u, unnest(?::VARCHAR[]) AS s) c WHERE session_id = c.id"),
-            ([x for x in plan.heads if x.session_id not in kept],
-             f"INSERT INTO {self._head} SELECT unnest(?), unnest(?), unnest(?), unnest(?), unnest(?), "
-             f"unnest(?::VARCHAR[])"),
-        ):
-            if heads:
-                con.execute(sql, [[x.session_id for x in heads], [x.next_seq for x in heads],
-                                  [x.version for x in heads], [x.created_at for x in heads],
-                                  [x.updated_at for x in heads], [x.status for x in heads]])
-        return plan.conflicts
+        return plan.conflicts, (len(heads) + len(values), sum(len(v[2]) for v in values if v[2] is not None))
+
+    def _prune(self) -> None:
+        """Delete the superseded head and value revisions (and the values whose latest is a deletion)."""
+        con = self._con
+        con.execute(
+            f"DELETE FROM {self._head} USING (SELECT session_id AS s, max(rev) AS m FROM {self._head} "
+            f"GROUP BY session_id) l WHERE session_id = l.s AND rev < l.m"
+        )
+        con.execute(
+            f"DELETE FROM {self._value} USING (SELECT session_id AS s, key AS k, max(rev) AS m FROM {self._value} "
+            f"GROUP BY ALL) l WHERE session_id = l.s AND key = l.k AND (rev < l.m OR value IS NULL)"
+        )
 
     # ------------------------------------------------------------------ reading
 
@@ -271,12 +327,8 @@ class DuckDBPersistence(StoredPersistence):
         con = self._reader
         con.execute("BEGIN TRANSACTION")  # the three reads see one state
         try:
-            rows = con.execute(
-                f"SELECT next_seq, version, created_at, updated_at, status FROM {self._head} WHERE session_id = ?",
-                [session_id],
-            ).fetchall()
-            head = None if not rows else SessionHead(session_id, int(rows[0][0]), int(rows[0][1]),
-                                                     float(rows[0][2] or 0), float(rows[0][3] or 0), rows[0][4])
+            rows = con.execute(self._latest_heads("WHERE session_id = ?"), [session_id]).fetchall()
+            head = None if not rows else _head(session_id, rows[0][2:])
             found: list[tuple[int, str, str]] = []
             values: list[tuple[str, str]] = []
             if head is not None and records:
@@ -286,9 +338,10 @@ class DuckDBPersistence(StoredPersistence):
                 ).fetchall()]
             if head is not None and prefix is not None:
                 values = [(r[0], r[1]) for r in con.execute(
-                    f"SELECT key, value FROM {self._value} WHERE session_id = ? AND starts_with(key, ?)",
+                    f"SELECT key, value FROM {self._value} WHERE session_id = ? AND starts_with(key, ?) "
+                    f"QUALIFY row_number() OVER (PARTITION BY key ORDER BY rev DESC) = 1",
                     [session_id, prefix],
-                ).fetchall()]
+                ).fetchall() if r[1] is not None]
         finally:
             con.execute("COMMIT")
         return StoredSession(head, found, values)
@@ -297,39 +350,33 @@ class DuckDBPersistence(StoredPersistence):
         """Sessions the host saved, most recently updated first."""
         rows = await self._run(
             lambda: self._reader.execute(
-                f"SELECT session_id, next_seq, version, created_at, updated_at, status FROM {self._head} "
-                f"WHERE version > 0 ORDER BY updated_at DESC, session_id DESC LIMIT ? OFFSET ?", [limit, offset],
+                f"SELECT * FROM ({self._latest_heads('')}) WHERE version > 0 "
+                f"ORDER BY updated_at DESC, session_id DESC LIMIT ? OFFSET ?", [limit, offset],
             ).fetchall(),
             read=True,
         )
-        return [SessionHead(r[0], int(r[1]), int(r[2]), float(r[3] or 0), float(r[4] or 0), r[5]) for r in rows]
+        return [_head(r[0], r[2:]) for r in rows]
 
     async def stored_bytes(self) -> int:
-        """The bytes of record bodies and values stored (the soak bench's measure of growth)."""
+        """The bytes of record bodies and of the values kept (their latest revisions)."""
         rows = await self._run(
             lambda: self._reader.execute(
                 f"SELECT (SELECT coalesce(sum(strlen(body)), 0) FROM {self._record}) + "
-                f"(SELECT coalesce(sum(strlen(value)), 0) FROM {self._value})"
+                f"(SELECT coalesce(sum(strlen(value)), 0) FROM (SELECT value FROM {self._value} "
+                f"QUALIFY row_number() OVER (PARTITION BY session_id, key ORDER BY rev DESC) = 1))"
             ).fetchall(),
             read=True,
         )
         return int(rows[0][0])
 
     async def write_raw_value(self, session_id: str, key: str, text: str) -> None:
-        """Store ``text`` as a value as is, unchecked (tests use it to plant unreadable data)."""
+        """Store ``text`` as a value as is, unchecked (tests use it to plant unreadable data); a
+        session never stored gets a head of version 1."""
         await self.flush()
-
-        def write() -> None:
-            self._con.execute(
-                f"INSERT INTO {self._value} VALUES (?, ?, ?) ON CONFLICT (session_id, key) "
-                f"DO UPDATE SET value = excluded.value", [session_id, key, text],
-            )
-            self._con.execute(
-                f"INSERT INTO {self._head} VALUES (?, 1, 1, 0, 0, NULL) ON CONFLICT (session_id) DO NOTHING",
-                [session_id],
-            )
-
-        await self._run(write)
+        writes = WriteSet(session_id, values={key: text})
+        if (await self.read(session_id, records=False, prefix=None)).head is None:
+            writes.head = HeadUpdate(0, 1, 0.0, 0.0, None)
+        await self._run(self._write_batch, [writes])
 
     async def close(self) -> None:
         """Commit what is pending and close the cursors (or the file this store opened)."""
@@ -341,6 +388,11 @@ class DuckDBPersistence(StoredPersistence):
         await loop.run_in_executor(self._executor, _close_quietly, self._con)
         self._read_executor.shutdown(wait=True)
         self._executor.shutdown(wait=True)
+
+
+def _head(session_id: str, row: Sequence[Any]) -> SessionHead:
+    """A head from its stored columns (next_seq, version, created_at, updated_at, status)."""
+    return SessionHead(session_id, int(row[0]), int(row[1]), float(row[2] or 0), float(row[3] or 0), row[4])
 
 
 def _connect_owned(path: str) -> duckdb.DuckDBPyConnection:

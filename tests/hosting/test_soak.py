@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from hosting import DuckDBSessions, standing_agent
+from hosting.sessions._duckdb_persistence import PRUNE_CHARS
 from tests.hosting.soakkit import message, soak_agent
 from tracer import Recorder, Store, _upkeep
 
@@ -27,7 +28,8 @@ def _file_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
 
-def _stored_session_bytes(store: Store) -> int:
+def _session_table_bytes(store: Store) -> int:
+    """The text every session table holds (superseded head and value revisions included)."""
     tables = [r[0] for r in store.query(
         "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'fp_session%'")]
     total = 0
@@ -60,7 +62,8 @@ async def test_long_sessions_of_big_turns_are_all_answered_stored_and_grow_linea
     host = standing_agent(agent_factory=lambda: soak_agent(recorder), sessions=sessions, durability="sync",
                           close_sessions=True)
     failed: list[str] = []
-    growth: list[int] = []  # bytes the sessions' tables hold after each round of turns
+    growth: list[int] = []  # bytes the sessions hold after each round of turns
+    superseded: list[int] = []  # and the bytes of head and value revisions not pruned yet
     recorded: list[int] = []  # snapshot entries the recording holds after each round
 
     async def session(n: int, turn: int) -> None:
@@ -74,7 +77,8 @@ async def test_long_sessions_of_big_turns_are_all_answered_stored_and_grow_linea
             failed.extend(f"turn {turn}: {o!r}" for o in outcomes if isinstance(o, BaseException))
             if turn % 20 == 19:
                 await sessions.flush()
-                growth.append(await asyncio.to_thread(_stored_session_bytes, store))
+                growth.append(await sessions.stored_bytes())
+                superseded.append(await asyncio.to_thread(_session_table_bytes, store) - growth[-1])
                 recorded.append(await asyncio.to_thread(_stored_snapshot_entries, store))
     finally:
         await host.close()
@@ -99,6 +103,8 @@ async def test_long_sessions_of_big_turns_are_all_answered_stored_and_grow_linea
     # what is stored grows by the same amount each round: linear in the turns, not quadratic
     steps = [b - a for a, b in itertools.pairwise(growth)]
     assert max(steps) <= 1.25 * min(steps), (growth, steps)
+    # the superseded revisions of heads and values are pruned now and then: they never pile up
+    assert max(superseded) <= 2 * PRUNE_CHARS, superseded
     # and so does the recording: each round stores the entries its turns added, not the conversation again
     recorded_steps = [b - a for a, b in itertools.pairwise(recorded)]
     assert max(recorded_steps) <= 1.25 * min(recorded_steps), (recorded, recorded_steps)
