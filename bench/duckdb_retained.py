@@ -16,7 +16,9 @@ revisions (without and with a PRIMARY KEY on (session, revision)), an INSERT of 
 of 300 bytes, and the head INSERT followed by pruning the superseded revisions: a DELETE after
 every INSERT (``delete_each``), a DELETE every 256 (``prune_256``), or rewriting the table every
 256 (CREATE TABLE AS the latest revisions, DROP, RENAME: ``rewrite_256``); and the value INSERT
-with a DELETE of the superseded values every 256 (``values_prune_256``).
+with a DELETE of the superseded values every 256 (``values_prune_256``). And two reads of the
+heads table (8 rows): by ``session_id IN (SELECT unnest(?))`` (a batch's heads in one statement,
+``select_in``) and by ``session_id = ?`` (``select_eq``).
 
     .venv/bin/python bench/duckdb_retained.py --kinds insert_values values_prune_256
 """
@@ -33,7 +35,8 @@ import sys
 import tempfile
 
 KINDS = ("select", "insert_records", "upsert_heads", "update_heads", "upsert_values",
-         "insert_heads", "insert_heads_pk", "insert_values", "delete_each", "prune_256", "rewrite_256", "values_prune_256")
+         "insert_heads", "insert_heads_pk", "insert_values", "delete_each", "prune_256", "rewrite_256", "values_prune_256",
+         "select_in", "select_eq")
 PRUNE = ("DELETE FROM a USING (SELECT session_id AS s, max(rev) AS m FROM a GROUP BY session_id) l "
          "WHERE a.session_id = l.s AND a.rev < l.m")
 SIDS = [f"s{j}" for j in range(8)]
@@ -63,6 +66,10 @@ def _child(kind: str, n: int) -> dict[str, float]:
     def step(i: int) -> None:
         if kind == "select":
             con.execute("SELECT 1").fetchall()
+        elif kind == "select_in":  # the 8 heads of a batch, by one filter
+            con.execute("SELECT * FROM h WHERE session_id IN (SELECT unnest(?))", [SIDS]).fetchall()
+        elif kind == "select_eq":  # one head (a batch reads only the heads its writer does not hold)
+            con.execute("SELECT * FROM h WHERE session_id = ?", [SIDS[i % 8]]).fetchall()
         elif kind == "insert_records":
             con.execute("INSERT INTO r SELECT unnest(?), unnest(?), unnest(?)",
                         [SIDS, [i] * 8, ["x" * rng.randint(1024, 4096) for _ in SIDS]])
@@ -75,7 +82,8 @@ def _child(kind: str, n: int) -> dict[str, float]:
         elif kind == "upsert_values":
             con.execute("INSERT INTO v SELECT unnest(?), unnest(?), unnest(?) ON CONFLICT (session_id, key) "
                         "DO UPDATE SET value = excluded.value", [SIDS, ["host.session"] * 8, ["x" * 300] * 8])
-        elif kind in ("insert_heads", "insert_heads_pk", "delete_each", "prune_256", "rewrite_256", "values_prune_256"):
+        elif kind in ("insert_heads", "insert_heads_pk", "delete_each", "prune_256", "rewrite_256", "values_prune_256",
+         "select_in", "select_eq"):
             con.execute("INSERT INTO a SELECT unnest(?), unnest(?), unnest(?), unnest(?)",
                         [SIDS, [i] * 8, [i] * 8, [i] * 8])
             if kind == "delete_each":
