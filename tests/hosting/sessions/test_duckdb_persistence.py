@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hosting import DuckDBPersistence, DuckDBSessions, VersionConflictError
+from hosting import DuckDBPersistence, DuckDBSessions, SessionStoreError, VersionConflictError
 from hosting.sessions import MemoryTables
 from hosting.sessions._stored import HeadUpdate, WriteSet
 from tracer import Store
@@ -103,6 +103,31 @@ async def test_superseded_revisions_are_pruned_now_and_then(tmp_path: Path) -> N
         assert sorted((await reopened.read("a")).values) == sorted(kept.values)
     finally:
         await reopened.close()
+
+
+async def test_a_batch_that_fails_is_not_acknowledged_nor_remembered(tmp_path: Path) -> None:
+    """A batch whose transaction fails (here: its prune) raises for every write set in it, and the
+    writer forgets the heads it planned: the next save is checked against what is stored."""
+    store = DuckDBPersistence(path=str(tmp_path / "s.duckdb"), prune_rows=3)
+    try:
+        await store.commit(_save("a", 0, "first"))  # 2 revisions: no prune yet
+        real = store._prune
+
+        def failing() -> None:
+            raise duckdb.IOException("disk gone")
+
+        store._prune = failing  # type: ignore[method-assign]
+        with pytest.raises(SessionStoreError, match="disk gone"):
+            await store.commit(_save("a", 1, "lost"))
+        store._prune = real  # type: ignore[method-assign]
+        with pytest.raises(VersionConflictError):
+            await store.commit(_save("a", 2, "after the lost one"))  # the lost save's version was never stored
+        await store.commit(_save("a", 1, "second"))
+        a = await store.read("a")
+        assert a.head is not None and a.head.version == 2
+        assert [r[2] for r in a.records] == ['{"text": "first"}', '{"text": "second"}']
+    finally:
+        await store.close()
 
 
 async def test_big_values_are_pruned_by_their_text(tmp_path: Path) -> None:
