@@ -27,7 +27,7 @@ import uuid
 from typing import Any
 
 from agent import Agent, Hooks
-from tracer import Durability, Recorder, Store
+from tracer import Durability, Recorder, Store, one_line
 
 from ._pool import AgentFactory, AgentPool, Slot
 from ._recovery import end_abandoned_runs, needs_recovery, recover
@@ -390,7 +390,8 @@ class StandingAgent:
         elif envelope is not None and envelope.pause is not None:
             question = envelope.pause.get("question", "")
             raise AwaitingDecisionError(
-                f"session {session_id!r} is waiting for a decision on {question!r}; send it as `decision`",
+                f"session {session_id!r} is waiting for a decision on: {one_line(question, 300)} (send it as "
+                f"`decision`)",
                 session_id=session_id,
             )
         kind, text = ("resume", decision) if decision is not None else ("run", message)

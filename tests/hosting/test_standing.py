@@ -325,3 +325,15 @@ def test_the_package_exports_everything_it_names() -> None:
 
     assert sorted(hosting.__all__) == hosting.__all__
     assert all(hasattr(hosting, name) for name in hosting.__all__)
+
+
+async def test_a_message_to_a_paused_session_quotes_the_question_as_asked() -> None:
+    """The refusal quoted the question with repr(): a question with both kinds of quote read 'Maya\\'s'."""
+    question = """Pay Maya's "coffee" bill?"""
+    host = standing_agent(agent_factory=lambda: make_agent(
+        FunctionModel(lambda request: calls(("ask_person", {}))), tools=[ask_tool(question)]), sessions=InMemorySessions())
+    assert (await host.handle("pay it", session_id="maya")).status == "awaiting"
+    with pytest.raises(AwaitingDecisionError) as refused:
+        await host.handle("something else", session_id="maya")
+    assert question in str(refused.value), str(refused.value)
+    await host.close()
