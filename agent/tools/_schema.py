@@ -15,7 +15,7 @@ import re
 import types
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 # The keywords surely_valid understands; annotations (description, default, title) change nothing.
 _SIMPLE_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum",
@@ -251,7 +251,7 @@ def converter_of(annotation: Any) -> Callable[[Any], Any] | None:
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return annotation
     if _is_pydantic(annotation):
-        return annotation.model_validate
+        return cast(Callable[[Any], Any], annotation.model_validate)
     if isinstance(annotation, type) and (dataclasses.is_dataclass(annotation) or typing.is_typeddict(annotation)):
         return _object_converter(annotation)
     if origin in (typing.Union, types.UnionType):

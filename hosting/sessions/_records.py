@@ -247,12 +247,12 @@ class RecordSessions(SessionStore):
         self._cache_bytes = 0
         self._cache_limit = cache_bytes
 
-    @property  # type: ignore[override]
-    def policy(self) -> RedactionPolicy:
+    @property
+    def policy(self) -> RedactionPolicy:  # type: ignore[override]
         """The credential masking applied to everything kept."""
         return self.persistence.policy
 
-    @property  # type: ignore[override]
+    @property
     def healthy(self) -> bool:
         """False once the database failed in a way only reopening it can mend."""
         return bool(getattr(self.persistence, "healthy", True))

@@ -130,8 +130,8 @@ def plan_batch(batch: Sequence[WriteSet], stored: dict[str, SessionHead]) -> Bat
                 dropped.add(sid)
             heads.pop(sid, None)
             records = [r for r in records if r[0] != sid]
-            for key in [k for k in values if k[0] == sid]:
-                del values[key]
+            for stale in [k for k in values if k[0] == sid]:
+                del values[stale]
             plan.clear_below.pop(sid, None)
             touched.pop(sid, None)
             if not (ws.appends or ws.values or ws.head or ws.cleared):
