@@ -20,6 +20,9 @@ turns one after another, all sessions at once. It prints, per store:
   turn): on a shared machine it moves with the load far less than turns per second do, and the
   tenths tell work that grows with the session from the memory window filling up (about the
   first 150 turns of a session);
+* the store's checkpoints and cache trims in each tenth and their milliseconds, and the KB the
+  host wrote to storage per turn in each tenth (``/proc/<pid>/io``: the write-ahead log, and what
+  the checkpoints write into the file), which does not move with the machine's load at all;
 * with ``--memory``, where the host's memory is at the end: DuckDB's (``duckdb_memory()`` by tag),
   the Python heap by package (tracemalloc, which slows the host: compare throughput without it)
   and what glibc's malloc holds free (see tests/hosting/soakkit.py ``memory_breakdown``).
@@ -76,6 +79,9 @@ class Outcome:
     # threads' names, the recordings store's checkpoints and trims: tests/hosting/soakkit.py probe)
     thread_marks: list[dict[int, float]] = field(default_factory=list)
     probes: list[dict[str, Any]] = field(default_factory=list)
+    # at the same marks, the bytes the host had written to storage (/proc/<pid>/io write_bytes):
+    # the write-ahead log, and what each checkpoint writes into the file
+    written_marks: list[int] = field(default_factory=list)
     # /proc/<pid>/smaps_rollup at 10% and at the end: anonymous and file-backed RSS
     smaps_at_10: dict[str, int] = field(default_factory=dict)
     smaps_end: dict[str, int] = field(default_factory=dict)
@@ -100,6 +106,15 @@ def _cpu_of(path: str) -> float:
     with open(path) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _written(pid: int) -> int:
+    """The bytes the process caused to be written to storage (0 where /proc does not say)."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("write_bytes:")), 0)
+    except OSError:
+        return 0
 
 
 def _threads_cpu(pid: int) -> dict[int, float]:
@@ -172,6 +187,7 @@ async def _drive(url: str, pid: int, sessions: int, turns: int, outcome: Outcome
     async def mark() -> None:
         outcome.cpu_marks.append(_cpu(pid))
         outcome.thread_marks.append(_threads_cpu(pid))
+        outcome.written_marks.append(_written(pid))
         if probe is not None:
             outcome.probes.append(await asyncio.to_thread(probe))
 
@@ -355,6 +371,8 @@ def report(o: Outcome) -> dict[str, Any]:
         "first_failures": o.failed[:3],
         "cpu_ms_per_turn_by_thread_by_tenth": _by_thread(o, o.pid, n // 10),
         "upkeep_by_tenth": _upkeep_by_tenth(o),
+        "written_kb_per_turn_by_tenth": [round((b - a) / 1024 / max(1, n // 10), 1)
+                                         for a, b in itertools.pairwise(o.written_marks)],
         "smaps_mb_at_10pct": {k: round(v / 2**20, 1) for k, v in o.smaps_at_10.items()},
         "smaps_mb_end": {k: round(v / 2**20, 1) for k, v in o.smaps_end.items()},
         **({"memory_mb_at_10pct": _memory_mb(o.memory_at_10)} if o.memory_at_10 else {}),
@@ -444,7 +462,8 @@ def main() -> int:
                       f"{r['stored_bytes_per_turn_first_10pct']} first 10%, {r['stored_bytes_per_turn_last_10pct']} "
                       f"last 10% (ratio {r['bytes_ratio']}, target flat); {r['stored']}", flush=True)
                 print(f"  host CPU ms/turn by thread, by tenth: {r['cpu_ms_per_turn_by_thread_by_tenth']}", flush=True)
-                print(f"  checkpoints and trims by tenth: {r['upkeep_by_tenth']}; smaps at 10% "
+                print(f"  checkpoints and trims by tenth: {r['upkeep_by_tenth']}; KB written to storage per turn "
+                      f"by tenth {r['written_kb_per_turn_by_tenth']}; smaps at 10% "
                       f"{r['smaps_mb_at_10pct']}, at the end {r['smaps_mb_end']} (MB)", flush=True)
                 for when in ("at_10pct", "end"):
                     if f"memory_mb_{when}" in r:
