@@ -18,10 +18,8 @@ import os
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
-
-import openai
 
 from ..errors import (
     ProviderAuthError,
@@ -44,6 +42,9 @@ from ._base import (
     Usage,
     check_real_model_allowed,
 )
+
+if TYPE_CHECKING:  # the SDK takes ~0.8 s to import: done when a provider is first made
+    import openai
 
 DEFAULT_MODEL = "gpt-4o-mini"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -156,6 +157,8 @@ class OpenAIProvider(Provider):
                         provider=self.name,
                     )
                 key = "unused"  # local servers ignore the key, but the SDK insists on one
+            import openai
+
             # max_retries=0: our loop retries, so each attempt is observable and its delay testable.
             self._client = openai.AsyncOpenAI(api_key=key, base_url=url, timeout=timeout, max_retries=0)
             self._owns_client = True
@@ -222,6 +225,8 @@ class OpenAIProvider(Provider):
 
     def _cut_short(self, exc: Exception, model: str, assembly: _StreamAssembly) -> Exception:
         """A connection lost after chunks came is a stream cut short (it did reach the server)."""
+        import openai
+
         if not assembly.chunks or not isinstance(exc, openai.APIConnectionError) or isinstance(
                 exc, openai.APITimeoutError):
             return exc
@@ -279,6 +284,8 @@ class OpenAIProvider(Provider):
 
         Anything that is not a provider failure (a bug) is re-raised unchanged.
         """
+        import openai
+
         if isinstance(exc, ProviderError):
             return exc, None
         where, url, name = f"{self.name} ({model})", self.base_url, self.name
