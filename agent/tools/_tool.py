@@ -11,6 +11,7 @@ derives all of it from a typed Python function and its docstring.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import inspect
 import json
@@ -293,10 +294,25 @@ def tool(
 
 
 def result_text(value: Any) -> str:
-    """A tool's return value as the text the model sees."""
+    """A tool's return value as the text the model sees: JSON, with an enum member as its value, a
+    dataclass or a pydantic model as its fields, a set as a list, and anything else as its text."""
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(value, ensure_ascii=False, default=str)
+        return json.dumps(value, ensure_ascii=False, default=_plain)
     except (TypeError, ValueError):
         return str(value)
+
+
+def _plain(value: Any) -> Any:
+    """What JSON has no type for, as JSON can say it (``json.dumps``'s ``default``)."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    dump = getattr(value, "model_dump", None)  # a pydantic model
+    if callable(dump) and not isinstance(value, type):
+        return dump(mode="json")
+    if isinstance(value, set | frozenset):
+        return list(value)
+    return str(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import json
 from typing import Annotated, Any, Literal, TypedDict
 
 import jsonschema
@@ -178,6 +179,26 @@ def test_result_text() -> None:
             return "opaque"
 
     assert result_text(Opaque()) == '"opaque"'
+
+
+def test_result_text_gives_what_json_has_no_type_for_as_its_value_not_its_repr() -> None:
+    """An enum member was written "Unit.CELSIUS", a pydantic model "city='Oslo' days=2"."""
+
+    @dataclasses.dataclass
+    class Reading:
+        unit: Unit
+        values: list[float]
+
+    class Report(BaseModel):
+        city: str
+        unit: Unit
+
+    assert result_text(Unit.CELSIUS) == '"c"'
+    assert result_text({"unit": Unit.FAHRENHEIT}) == '{"unit": "f"}'
+    assert json.loads(result_text(Reading(Unit.CELSIUS, [1.5]))) == {"unit": "c", "values": [1.5]}
+    assert json.loads(result_text([Report(city="Oslo", unit=Unit.CELSIUS)])) == [{"city": "Oslo", "unit": "c"}]
+    assert sorted(json.loads(result_text({"tags": {"a", "b"}}))["tags"]) == ["a", "b"]
+    assert result_text(Reading).startswith('"<class')  # a class is not an instance: its text
 
 
 def test_definition_item() -> None:
