@@ -415,7 +415,9 @@ class _StreamAssembly:
         """The whole response the chunks describe."""
         if self.chunks == 0:
             raise ProviderResponseError(
-                f"openai ({self.model}): the stream ended without a single chunk", provider="openai"
+                f"openai ({self.model}): the stream ended without a single chunk (a server that ignores "
+                f"stream=true and answers with one JSON body sends none: it must stream server-sent events)",
+                provider="openai"
             )
         if self.finish_reason is None:  # the connection closed early: what came is not the whole response
             raise ProviderConnectionError(

@@ -327,6 +327,16 @@ async def test_a_stream_that_stops_before_its_end_is_not_an_answer(
     assert len(sleeps) == 1
 
 
+async def test_a_server_that_ignores_stream_true_is_named_as_the_likely_cause(
+    provider: OpenAIProvider, openai_server: Any, request_of: MakeRequest
+) -> None:
+    """A server answering one JSON body to stream=true was reported only as 'the stream ended
+    without a single chunk'."""
+    openai_server.script(openai_server.json(completion("hello")))
+    with pytest.raises(ProviderResponseError, match=r"without a single chunk .*ignores stream=true"):
+        await collect(provider, request_of("hi"))
+
+
 async def test_a_stream_cut_mid_event_says_so(
     provider: OpenAIProvider, openai_server: Any, request_of: MakeRequest
 ) -> None:
