@@ -270,12 +270,17 @@ def context_lines(data: RunData, *, width: int = 100) -> list[str]:
         if stage.kind != StageKind.INFERENCE or not entries:
             continue
         lines += ["", f"context of #{stage.seq} {stage.kind} {stage.name!r} ({stage.id})"]
-        rows = []
+        heads = []
         for entry in entries:
             item = data.items.get(entry.item_hash)
+            heads.append((names.get(entry.item_hash, "?"), entry.item_hash[:12], item.kind if item else "missing"))
+        # the text takes the width the other columns leave (two columns of indent, two between columns)
+        used = 2 + sum(max(cells(for_terminal(h[i])) for h in [("name", "hash", "kind"), *heads]) + 2 for i in range(3))
+        rows = []
+        for entry, head in zip(entries, heads, strict=True):
+            item = data.items.get(entry.item_hash)
             note = "" if entry.included else f"  (not sent: dropped by {entry.dropped_by})"
-            rows.append((names.get(entry.item_hash, "?"), entry.item_hash[:12], item.kind if item else "missing",
-                         one_line(item.text if item else "", max(20, width - 70)) + note))
+            rows.append((*head, one_line(item.text if item else "", max(20, width - used - cells(note))) + note))
         lines += ["  " + line for line in table(("name", "hash", "kind", "text"), rows)]
     return lines
 

@@ -387,3 +387,26 @@ def test_a_block_that_fails_its_checksum_is_refused_as_a_corrupt_store_not_an_in
     for block, args, code, err in refused:
         assert code == 1, (block, args, err)
         assert "is not a readable footprint store: the file is truncated or corrupt" in err, (block, args, err)
+
+
+@pytest.mark.parametrize("columns", [80, 100, 160])
+def test_show_context_gives_the_text_the_width_the_other_columns_leave(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columns: int) -> None:
+    """The text column was cut to the terminal's width minus 70, whatever the other columns took
+    (30 columns in a 100-column terminal), and a 'not sent' note was not counted."""
+    path = tmp_path / "wide.duckdb"
+    text = "a long user message " * 20
+    with Store.open(path) as store:
+        run = Recorder(store).start_run(agent="a", input=text, session_id="w")
+        with run.stage("input", "user message") as given:
+            user = given.output(Item.of_text("user", text), origin_kind="user", source="input")
+        with run.stage("inference", "turn 1", after=[given]) as inference:
+            inference.inputs([user])
+            inference.output(Item.of_text("assistant", "ok"))
+        run.end("answered", output="ok")
+    monkeypatch.setenv("COLUMNS", str(columns))
+    out = _invoke("show", "last", "--context", "--db", str(path)).output
+    rows = [line for line in out.splitlines() if "a long user message" in line and "…" in line]
+    assert rows, out
+    for line in rows:
+        assert columns - 4 <= len(line) <= columns, (columns, line)
