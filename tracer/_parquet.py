@@ -41,11 +41,13 @@ def export_parquet(
     views: tuple[str, ...] | list[str] = PARQUET_VIEWS,
     compression: str = "zstd",
 ) -> list[ParquetFile]:
-    """Write each view of ``store`` to ``directory/<view>.parquet`` (created if needed; files replaced).
+    """Write each view of ``store`` to ``directory/<view>.parquet`` (created if needed; files replaced),
+    each once however often it is named.
 
     Raises :class:`~tracer.ExportError` naming an unknown view or compression, or a directory that
     cannot be written.
     """
+    views = list(dict.fromkeys(views))
     unknown = [v for v in views if v not in PARQUET_VIEWS]
     if unknown:
         raise ExportError(f"no view named {', '.join(unknown)}; the views are {', '.join(PARQUET_VIEWS)}")

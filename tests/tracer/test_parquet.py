@@ -63,8 +63,10 @@ async def test_cli_exports_chosen_views_and_reports_rows(tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in target.iterdir()) == ["context.parquet", "runs.parquet"]
     assert "runs.parquet  1 row(s)" in result.stdout
-    again = CliRunner().invoke(cli, ["export", "parquet", str(target), "--db", str(db), "--view", "runs"])
+    again = CliRunner().invoke(cli, ["export", "parquet", str(target), "--db", str(db), "--view", "runs",
+                                     "--view", "runs"])
     assert again.exit_code == 0  # files are replaced
+    assert again.stdout.count("runs.parquet") == 1, again.stdout  # a view named twice is written once
 
 
 def test_errors_name_what_was_wrong(tmp_path: Path) -> None:
