@@ -56,7 +56,7 @@ def _declared(node: DOMNode) -> set[tuple[str, str]]:
 
 def screen_keys(app: App[object], screen: Screen[object]) -> list[ScreenKey]:
     """The explorer's keys active on ``screen``: its own, then the focused widget's, then the app's."""
-    grouped: dict[tuple[int, str, str], tuple[list[str], DOMNode]] = {}
+    grouped: dict[tuple[int, str, str], tuple[list[str], DOMNode, str]] = {}
     declared: dict[int, set[tuple[str, str]]] = {}
     for key, active in screen.active_bindings.items():
         binding, node = active.binding, active.node
@@ -68,12 +68,14 @@ def screen_keys(app: App[object], screen: Screen[object]) -> list[ScreenKey]:
         rank = 0 if node is screen else (2 if node is app else 1)
         display = app.get_key_display(binding) if binding.key_display else app.get_key_display(
             binding.__class__(key, binding.action))
-        keys, _ = grouped.setdefault((rank, binding.action, binding.description), ([], node))
+        # the footer shows the description; the help and the palette its whole form, the tooltip
+        keys, _, _ = grouped.setdefault((rank, binding.action, binding.description),
+                                        ([], node, binding.tooltip or binding.description))
         if display not in keys:
             keys.append(display)
     ordered = sorted(grouped.items(), key=lambda kv: kv[0][0])
-    return [ScreenKey(" ".join(keys), description, action, node)
-            for (_, action, description), (keys, node) in ordered if action not in ("help", "quit")]
+    return [ScreenKey(" ".join(keys), whole, action, node)
+            for (_, action, _), (keys, node, whole) in ordered if action not in ("help", "quit")]
 
 
 def help_rows(app: App[Any], screen: Screen[Any]) -> list[tuple[str, str]]:

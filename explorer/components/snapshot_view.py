@@ -44,9 +44,10 @@ class SnapshotView(Vertical):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("d", "toggle_diff", "Diff"),
         Binding("w", "why_item", "Why item"),
-        Binding("slash", "search", "Search items"),
-        Binding("o", "origin_filter", "Origin filter"),
-        Binding("y", "copy_item", "Copy text"),
+        # short in the footer, whole in the help (the tooltip): at 80 columns the screen's keys fit beside
+        Binding("slash", "search", "Search", tooltip="Search items"),
+        Binding("o", "origin_filter", "Origin", tooltip="Origin filter"),
+        Binding("y", "copy_item", "Copy text", show=False),
     ]
 
     DEFAULT_CSS = """

@@ -34,8 +34,8 @@ class RunScreen(Screen[None]):
         Binding("escape", "back", "Back"),
         Binding("w", "why", "Why answer"),
         Binding("d", "diff", "Diff", show=False),
-        Binding("left_square_bracket", "sibling(-1)", "Prev run"),
-        Binding("right_square_bracket", "sibling(1)", "Next run"),
+        Binding("left_square_bracket", "sibling(-1)", "Prev run", show=False),  # (in the help: ?)
+        Binding("right_square_bracket", "sibling(1)", "Next run", show=False),
         Binding("tab", "app.focus_next", "Chart/details", show=False),
     ]
 

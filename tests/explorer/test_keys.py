@@ -252,3 +252,26 @@ async def test_the_why_detail_of_a_shown_above_line_says_what_it_is(
         await settle(pilot)
         shown = str(app.screen.query_one("#why-detail", Static).render())
         assert "None" not in shown and f"{line.data.count} items" in shown, shown
+
+
+async def test_at_80x24_the_footer_keeps_back_and_keys_beside_the_snapshots_own(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
+) -> None:
+    """With the snapshot table focused the footer showed the table's five keys and clipped the
+    screen's to 'e' (esc Back cut, ? Keys gone); the help still names every key in full."""
+    from textual.widgets._footer import FooterKey
+
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _snapshot_of_wrong_answer(pilot, settle)
+        await settle(pilot)
+        keys = list(app.screen.query(FooterKey))
+        shown = {k.description: k for k in keys}
+        assert {"Back", "Keys", "Diff", "Why item", "Search", "Origin"} <= set(shown), sorted(shown)
+        palette = shown.pop("palette")  # the command palette's key, at the right edge
+        assert palette.region.right <= 80
+        assert all(k.region.right <= palette.region.x for k in shown.values()), [(d, k.region) for d, k in shown.items()]
+        await pilot.press("question_mark")
+        await settle(pilot)
+        described = [description for _, description in app.screen.keys]  # type: ignore[attr-defined]
+        assert {"Search items", "Origin filter", "Copy text", "Prev run", "Next run"} <= set(described)
