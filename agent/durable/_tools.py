@@ -9,18 +9,13 @@ validated against ``returns``, rendered for the model by ``render``, and marked 
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import jsonschema
 
-from agent import Tool
+from agent import Tool, result_text
 from agent.errors import ToolReportedError, UserError
-
-
-def _default_render(result: Any) -> str:
-    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
 
 
 def typed_tool(
@@ -30,7 +25,7 @@ def typed_tool(
     returns: dict[str, Any],
     execute: Callable[[dict[str, Any]], Awaitable[Any] | Any],
     *,
-    render: Callable[[Any], str] = _default_render,
+    render: Callable[[Any], str] = result_text,
     is_error: Callable[[Any], bool] | None = None,
     durable: bool = False,
     timeout: float | None = 30.0,

@@ -152,9 +152,9 @@ def schema_of(annotation: Any, _seen: frozenset[type] = frozenset()) -> dict[str
         return {"type": simple[annotation]}
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return {"enum": [member.value for member in annotation]}
-    if _is_pydantic(annotation):
+    if is_pydantic(annotation):
         return _inlined(annotation.model_json_schema())
-    if isinstance(annotation, type) and (dataclasses.is_dataclass(annotation) or typing.is_typeddict(annotation)):
+    if _is_record_class(annotation):
         return _object_schema(annotation, _seen)
     if origin is typing.Literal:
         return {"enum": list(args)}
@@ -177,7 +177,12 @@ def schema_of(annotation: Any, _seen: frozenset[type] = frozenset()) -> dict[str
     return {}
 
 
-def _is_pydantic(annotation: Any) -> bool:
+def _is_record_class(annotation: Any) -> bool:
+    """A dataclass or a TypedDict (the class, not an instance): an object of its fields."""
+    return isinstance(annotation, type) and (dataclasses.is_dataclass(annotation) or typing.is_typeddict(annotation))
+
+
+def is_pydantic(annotation: Any) -> bool:
     """A pydantic model class (told by its methods: pydantic is not imported here)."""
     return isinstance(annotation, type) and all(
         callable(getattr(annotation, m, None)) for m in ("model_json_schema", "model_validate"))
@@ -250,9 +255,9 @@ def converter_of(annotation: Any) -> Callable[[Any], Any] | None:
         return converter_of(args[0])
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return annotation
-    if _is_pydantic(annotation):
+    if is_pydantic(annotation):
         return cast(Callable[[Any], Any], annotation.model_validate)
-    if isinstance(annotation, type) and (dataclasses.is_dataclass(annotation) or typing.is_typeddict(annotation)):
+    if _is_record_class(annotation):
         return _object_converter(annotation)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]

@@ -29,7 +29,7 @@ from tracer.errors import json_kind
 
 from ..errors import ToolArgumentsError, ToolExitedError, ToolTimeoutError, UserError
 from ._context import ToolContext
-from ._schema import converter_of, docstring_parts, schema_of, surely_valid
+from ._schema import converter_of, docstring_parts, is_pydantic, schema_of, surely_valid
 from ._threads import in_thread
 
 #: execute(arguments) -> result, or execute(arguments, context) for a tool that ``takes_context``
@@ -310,9 +310,8 @@ def _plain(value: Any) -> Any:
         return value.value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
-    dump = getattr(value, "model_dump", None)  # a pydantic model
-    if callable(dump) and not isinstance(value, type):
-        return dump(mode="json")
+    if is_pydantic(type(value)):
+        return value.model_dump(mode="json")
     if isinstance(value, set | frozenset):
         return list(value)
     return str(value)

@@ -38,9 +38,9 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
 
 import duckdb
@@ -149,8 +149,7 @@ class DuckDBPersistence(StoredPersistence):
         """Turn the head and value tables of the version before (one row per session and per key,
         updated in place, under primary keys) into revisions, each row revision 1, in one transaction."""
         con = self._con
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with self._transaction():
             for table, columns, select in (
                 (self._head, _HEAD, "session_id, 1, next_seq, version, created_at, updated_at, status"),
                 (self._value, _VALUE, "session_id, key, 1, value"),
@@ -159,10 +158,6 @@ class DuckDBPersistence(StoredPersistence):
                 con.execute(f"INSERT INTO {table}_revisions SELECT {select} FROM {table}")
                 con.execute(f"DROP TABLE {table}")
                 con.execute(f"ALTER TABLE {table}_revisions RENAME TO {table}")
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
 
     def _migrate_legacy(self) -> None:
         """Turn the envelope table of earlier versions into records, in one transaction, then drop it."""
@@ -173,13 +168,23 @@ class DuckDBPersistence(StoredPersistence):
             f"ORDER BY session_id"
         ).fetchall()
         writes = self._migrate(rows, self.policy)
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with self._transaction():
             self._apply(writes)
             con.execute(f"DROP TABLE {self._prefix}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction on the writer's connection: committed, or rolled back when the body fails."""
+        con = self._con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            yield
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass  # (an invalidated database has no transaction to roll back)
             raise
 
     async def reopen(self) -> None:
@@ -243,24 +248,18 @@ class DuckDBPersistence(StoredPersistence):
         return await self._run(self._write_batch, batch)
 
     def _write_batch(self, batch: list[WriteSet]) -> dict[int, VersionConflictError]:
-        con = self._con
         # in the recordings file, the commit must not overlap the recordings store's cache trim
         with self._store.committing() if self._store is not None else nullcontext():
-            con.execute("BEGIN TRANSACTION")
             try:
-                self._committing = {}
-                conflicts, (rows, chars) = self._apply(batch)
-                written = (self._written[0] + rows, self._written[1] + chars)
-                pruning = written[0] >= self._prune_at[0] or written[1] >= self._prune_at[1]
-                if pruning:
-                    self._prune()
-                con.execute("COMMIT")
+                with self._transaction():
+                    self._committing = {}
+                    conflicts, (rows, chars) = self._apply(batch)
+                    written = (self._written[0] + rows, self._written[1] + chars)
+                    pruning = written[0] >= self._prune_at[0] or written[1] >= self._prune_at[1]
+                    if pruning:
+                        self._prune()
             except BaseException:
                 self._heads.clear()  # (whatever the batch did or did not commit: read again)
-                try:
-                    con.execute("ROLLBACK")
-                except duckdb.Error:
-                    pass  # (an invalidated database has no transaction to roll back)
                 raise
         self._written = (0, 0) if pruning else written
         for sid, latest in self._committing.items():
@@ -301,30 +300,15 @@ class DuckDBPersistence(StoredPersistence):
                 f"WHERE session_id = c.s AND seq < c.n",
                 [list(plan.clear_below), list(plan.clear_below.values())],
             )
-        if plan.records:
-            con.execute(
-                f"INSERT INTO {self._record} SELECT unnest(?), unnest(?), unnest(?), unnest(?)",
-                [[r[0] for r in plan.records], [r[1] for r in plan.records],
-                 [r[2] for r in plan.records], [r[3] for r in plan.records]],
-            )
+        _insert_columns(con, self._record, plan.records)
         # every session the plan wrote to has a new head: its revision is its values' too
         rev = {h.session_id: revs.get(h.session_id, 0) + 1 for h in plan.heads}
         values: list[tuple[str, str, str | None]] = [*plan.value_upserts, *((s, k, None) for s, k in plan.value_deletes)]
-        if values:
-            con.execute(
-                f"INSERT INTO {self._value} SELECT unnest(?), unnest(?), unnest(?), unnest(?::VARCHAR[])",
-                [[v[0] for v in values], [v[1] for v in values], [rev[v[0]] for v in values], [v[2] for v in values]],
-            )
+        _insert_columns(con, self._value, [(s, k, rev[s], v) for s, k, v in values], text={3})
         heads = plan.heads
         self._committing.update((x.session_id, (x, rev[x.session_id])) for x in heads)
-        if heads:
-            con.execute(
-                f"INSERT INTO {self._head} SELECT unnest(?), unnest(?), unnest(?), unnest(?), unnest(?), unnest(?), "
-                f"unnest(?::VARCHAR[])",
-                [[x.session_id for x in heads], [rev[x.session_id] for x in heads], [x.next_seq for x in heads],
-                 [x.version for x in heads], [x.created_at for x in heads], [x.updated_at for x in heads],
-                 [x.status for x in heads]],
-            )
+        _insert_columns(con, self._head, [(x.session_id, rev[x.session_id], x.next_seq, x.version, x.created_at,
+                                           x.updated_at, x.status) for x in heads], text={6})
         return plan.conflicts, (len(heads) + len(values), sum(len(v[2]) for v in values if v[2] is not None))
 
     def _read_head(self, session_id: str) -> tuple[SessionHead, int] | None:
@@ -419,6 +403,16 @@ class DuckDBPersistence(StoredPersistence):
         await loop.run_in_executor(self._executor, _close_quietly, self._con)
         self._read_executor.shutdown(wait=True)
         self._executor.shutdown(wait=True)
+
+
+def _insert_columns(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Sequence[Any]], *,
+                    text: Collection[int] = ()) -> None:
+    """Insert ``rows`` in one statement, a list per column (``unnest``); the columns in ``text`` are
+    typed VARCHAR, for a list of only NULLs. Nothing to insert, no statement."""
+    if not rows:
+        return
+    selects = ", ".join("unnest(?::VARCHAR[])" if i in text else "unnest(?)" for i in range(len(rows[0])))
+    con.execute(f"INSERT INTO {table} SELECT {selects}", [list(column) for column in zip(*rows, strict=True)])
 
 
 def _head(session_id: str, row: Sequence[Any]) -> SessionHead:

@@ -29,6 +29,13 @@ async def _snapshot_of_wrong_answer(pilot: Any, settle: Any) -> SnapshotView:
     return view
 
 
+async def _why_tree_of_wrong_answer(pilot: Any, settle: Any) -> EvidenceTree:
+    await settle(pilot)
+    await pilot.press("w")  # from the run screen, opened at the wrong answer
+    await settle(pilot)
+    return pilot.app.screen.query_one(EvidenceTree)
+
+
 async def test_j_and_k_move_in_every_list(
     open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
 ) -> None:
@@ -56,10 +63,7 @@ async def test_j_and_k_move_in_every_list(
         await settle(pilot)
     app = open_app(sample_path, read_only=True, run_id=wrong_run)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("w")
-        await settle(pilot)
-        tree = app.screen.query_one(EvidenceTree)
+        tree = await _why_tree_of_wrong_answer(pilot, settle)
         assert tree.cursor_line == 0
         await pilot.press("j", "j")
         assert tree.cursor_line == 2
@@ -195,10 +199,7 @@ async def test_at_80x24_every_why_tree_line_shows_its_whole_label(
     (the root's line was, once the tree had a scrollbar: its prefix "why: " was not counted)."""
     app = open_app(sample_path, read_only=True, run_id=wrong_run)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("w")
-        await settle(pilot)
-        tree = app.screen.query_one(EvidenceTree)
+        tree = await _why_tree_of_wrong_answer(pilot, settle)
         for node in list(tree.root.children):
             node.expand_all()  # taller than the screen: the tree's scrollbar takes its columns
         await settle(pilot)
@@ -241,10 +242,7 @@ async def test_the_why_detail_of_a_shown_above_line_says_what_it_is(
 
     app = open_app(sample_path, read_only=True, run_id=wrong_run)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("w")
-        await settle(pilot)
-        tree = app.screen.query_one(EvidenceTree)
+        tree = await _why_tree_of_wrong_answer(pilot, settle)
         tree.root.expand_all()
         await settle(pilot)
         line = next(n for n in tree._in_order() if n.data is not None and n.data.node == SHOWN_ABOVE)
