@@ -24,7 +24,15 @@ _CLEAN_KEPT = 4096  # keys and strings a policy remembers it leaves as they are 
 _CLEAN_LONGEST = 200  # a longer string is checked every time it is seen
 _PLAIN = re.compile(r'[ -~]*')  # printable ASCII: what the JSON text shows as is
 
-DEFAULT_KEYS = ("api_key", "apikey", "password", "secret", "authorization", "token", "access_token")
+#: Sensitive JSON keys. A key is sensitive when it ends with one of them, in any case, its words
+#: joined by '_', '-' or nothing: "password" covers "db_password" and "newPassword", "secret"
+#: "client_secret", "token" "refresh_token" and "accessToken" (but not "max_tokens"), "api_key"
+#: "x-api-key" and "OPENAI_API_KEY".
+DEFAULT_KEYS = ("api_key", "apikey", "password", "passwd", "passphrase", "secret", "secret_key", "private_key",
+                "access_key", "authorization", "token", "access_token")
+# the value of a 'name=value' or 'name: value' secret: inside its quotes, if quoted; unless masked already
+_SECRET_VALUE = r"[\"']?(?P<secret>(?!\[REDACTED\])(?:(?<=\")[^\"]*|(?<=')[^']*|(?<![\"'])[^\s\"',;&{}\[\]][^\s\"',;&]*))"
+
 DEFAULT_PATTERNS = (
     r"sk-[A-Za-z0-9_\-]{16,}",  # OpenAI-style secret keys
     r"(?i)bearer\s+[A-Za-z0-9._\-]{16,}",  # bearer tokens
@@ -47,6 +55,11 @@ DEFAULT_PATTERNS = (
     # password=... / passwd: ... pasted into text (a config line, a URL query), or a JSON or Python
     # field ('"password": "..."'); a value already masked is left as it is (a JSON text keeps its shape)
     r"(?i)passw(?:or)?d[\"']?\s*[=:]\s*(?:\"(?!\[REDACTED\]\")[^\"]*\"|'[^']*'|[^\s\"',;&]+)",
+    # an API key or a secret given in text ('OPENAI_API_KEY=...', 'api_key: ...', 'client_secret=...',
+    # 'SECRET_KEY=...'): only the value is masked, the name kept (each spelling a pattern of its own, so
+    # each starts with a literal the guard looks for: see _literal_guards)
+    *(rf"(?i){name}[\"']?\s*[=:]\s*" + _SECRET_VALUE for name in ("api_key", "api-key", "apikey")),
+    r"(?i)secret(?:[_\-]?key)?[\"']?\s*[=:]\s*" + _SECRET_VALUE,
 )
 
 
@@ -54,7 +67,9 @@ DEFAULT_PATTERNS = (
 class RedactionPolicy:
     """What to mask before anything is written.
 
-    ``keys``: JSON object keys (case-insensitive) whose values are replaced by ``[REDACTED]``.
+    ``keys``: JSON object keys whose values are replaced by ``[REDACTED]``: a key is sensitive when
+    it ends with one of them, in any case, its words joined by ``_``, ``-`` or nothing (``api_key``
+    covers ``x-api-key``, ``OPENAI_API_KEY`` and ``apiKey``).
     ``patterns``: regular expressions whose matches in any string are replaced.
     ``hook``: a function applied to every string after the patterns.
     """
@@ -63,8 +78,10 @@ class RedactionPolicy:
     patterns: tuple[str, ...] = DEFAULT_PATTERNS
     hook: Callable[[str], str] | None = None
     _compiled: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
-    _keyset: frozenset[str] = field(init=False, repr=False, compare=False)
+    _keyset: frozenset[str] = field(init=False, repr=False, compare=False)  # every spelling, lower case
+    _key_endings: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _guards: tuple[tuple[str, bool], ...] | None = field(init=False, repr=False, compare=False)
+    _guards_each: bool = field(init=False, repr=False, compare=False)
     _key_needles: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
     _key_fields: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     _key_quoted: tuple[str, ...] = field(init=False, repr=False, compare=False)
@@ -74,26 +91,34 @@ class RedactionPolicy:
     def __post_init__(self) -> None:
         compiled = tuple(re.compile(p) for p in self.patterns)
         object.__setattr__(self, "_compiled", compiled)
-        object.__setattr__(self, "_keyset", frozenset(k.lower() for k in self.keys))
+        spellings = {v for k in self.keys for v in _key_spellings(k)}
+        # (a spelling that ends with another adds nothing: 'access_token' ends with 'token')
+        object.__setattr__(self, "_keyset", frozenset(
+            v for v in spellings if not any(v != w and v.endswith(w) for w in spellings)))
+        object.__setattr__(self, "_key_endings", tuple(sorted(self._keyset)))
         guards = _literal_guards(compiled) if compiled else None
         object.__setattr__(self, "_guards", guards)
+        # each pattern need only scan a string holding its own literal, unless masking could make a
+        # literal that was not there: one inside the mask, or across its edge (holding '[' or ']')
+        object.__setattr__(self, "_guards_each", guards is not None and all(
+            "[" not in g and "]" not in g and g.lower() not in MASK.lower() for g, _ in guards))
         # what json_text() looks for in a JSON text before masking it value by value: each key as
         # it appears in the text, and the patterns' leading literals (None: always mask the values)
         plain = all(_PLAIN.fullmatch(k) and '"' not in k and "\\" not in k for k in self._keyset) and all(
             _PLAIN.fullmatch(g) and '"' not in g and "\\" not in g for g, _ in guards or ()
         )
         # (a key may also sit inside a JSON string value, escaped: '"args": "{\\"password\\": ..."')
-        needles = tuple(n for k in self._keyset for n in (f'"{k}":', f'\\"{k}\\"')) \
+        needles = tuple(n for k in self._keyset for n in (f'{k}":', f'{k}\\"')) \
             if plain and (guards or not compiled) else None
         object.__setattr__(self, "_key_needles", needles)
         # a sensitive key's field in a text that is not JSON as a whole ('... {"token": "x"} ...')
         fields = re.compile(
-            r'"(' + "|".join(re.escape(k) for k in sorted(self._keyset)) + r')"(\s*:\s*)'
+            r'"([^"\\]*?(?:' + "|".join(re.escape(k) for k in sorted(self._keyset)) + r'))"(\s*:\s*)'
             r'(?:"(?!\[REDACTED\]")(?:[^"\\]|\\.)*"|[^\s"{\[,}\]][^\s,}\]]*)',
             re.IGNORECASE,
         ) if self._keyset else None
         object.__setattr__(self, "_key_fields", fields)
-        object.__setattr__(self, "_key_quoted", tuple(f'"{k}"' for k in sorted(self._keyset)))
+        object.__setattr__(self, "_key_quoted", tuple(f'{k}"' for k in sorted(self._keyset)))
         # keys that are not sensitive and strings that text() leaves as they are, seen lately
         object.__setattr__(self, "_clean_keys", {})
         object.__setattr__(self, "_clean_strings", {})
@@ -127,8 +152,16 @@ class RedactionPolicy:
         inside, too: ``'{"password": "x"}'`` keeps its shape and loses the password.
         """
         value = self._keys_inside(value)
-        if self._guards is not None and value.isascii() and not self._may_match(value):
-            return value if self.hook is None else self.hook(value)
+        guards = self._guards
+        if guards is not None and value.isascii():
+            if not self._may_match(value):
+                return value if self.hook is None else self.hook(value)
+            if self._guards_each:  # only the patterns whose literal the string holds (as it came)
+                original, lowered = value, value.lower()
+                for pattern, (literal, ignore_case) in zip(self._compiled, guards, strict=True):
+                    if literal in (lowered if ignore_case else original):
+                        value = masked_matches(pattern, value)
+                return value if self.hook is None else self.hook(value)
         for pattern in self._compiled:
             value = masked_matches(pattern, value)
         if self.hook is not None:
@@ -213,7 +246,7 @@ class RedactionPolicy:
             if type(key) is not str:
                 return None
             if key not in clean_keys:
-                if key.lower() in self._keyset:
+                if key.lower().endswith(self._key_endings):
                     return None
                 _remember(clean_keys, key)
             kind = type(item)
@@ -266,13 +299,21 @@ class RedactionPolicy:
             return self.text(value)
         if isinstance(value, dict):
             return {
-                k: (MASK if isinstance(k, str) and k.lower() in self._keyset else self.value(v))
+                k: (MASK if isinstance(k, str) and k.lower().endswith(self._key_endings) else self.value(v))
                 for k, v in value.items()
             }
         if isinstance(value, list | tuple):
             return [self.value(v) for v in value]
         return value
 
+
+
+def _key_spellings(key: str) -> set[str]:
+    """``key`` in lower case, its words (split at ``_``, ``-`` and spaces) joined by ``_``, ``-`` and
+    nothing: the endings a sensitive key is known by (``api_key``: ``api_key``, ``api-key``, ``apikey``)."""
+    lowered = key.lower()
+    words = [w for w in re.split(r"[_\-\s]+", lowered) if w]
+    return {lowered} | ({sep.join(words) for sep in ("_", "-", "")} if words else set())
 
 
 def masked_matches(pattern: re.Pattern[str], value: str) -> str:

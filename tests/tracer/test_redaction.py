@@ -44,6 +44,35 @@ def test_key_pattern_and_hook_rules() -> None:
     assert policy.describe()["hook"] == "test_key_pattern_and_hook_rules.<locals>.<lambda>"
 
 
+def test_a_key_ending_in_a_sensitive_key_is_sensitive_in_any_case_and_spelling() -> None:
+    """'db_password', 'client_secret', 'refresh_token', 'x-api-key', 'accessToken' hold secrets as
+    'password' does (they were stored as they were); 'max_tokens' and 'secret_name' do not. A JSON
+    text keeps its shape: '"echo_password": "x"' was cut to '"echo_[REDACTED]}' by the text pattern."""
+    policy = RedactionPolicy()
+    secret = {"db_password": "p1", "client_secret": "c1", "refresh_token": "r1", "x-api-key": "k1",
+              "OPENAI_API_KEY": "k2", "apiKey": "k3", "accessToken": "a1", "private_key": "pk", "passwd": "pw"}
+    kept = {"max_tokens": 5, "input_tokens": 3, "token_count": 2, "secret_name": "n", "user": "ada"}
+    assert policy.value({**secret, **kept}) == {**dict.fromkeys(secret, MASK), **kept}
+    text = json.dumps({"ok": True, "echo_password": "hunter2", "nested": {"Refresh-Token": "r2"}})
+    assert json.loads(policy.text(text)) == {"ok": True, "echo_password": MASK, "nested": {"Refresh-Token": MASK}}
+    assert json.loads(policy.json_text({"user_password": "p", "n": 1})) == {"user_password": MASK, "n": 1}
+    assert policy.may_change('{"clientSecret":"x"}') and not policy.may_change('{"max_tokens":1}')
+    assert policy.text('pasted {"db_password": "x y", "user": "a"} here') == \
+        f'pasted {{"db_password": "{MASK}", "user": "a"}} here'
+
+
+def test_an_api_key_or_secret_given_in_text_loses_its_value_and_keeps_its_name() -> None:
+    policy = RedactionPolicy()
+    assert policy.text("my api_key: qwertyuiop12345, ok") == f"my api_key: {MASK}, ok"
+    assert policy.text("OPENAI_API_KEY=abcdefgh1234 python x.py") == f"OPENAI_API_KEY={MASK} python x.py"
+    assert policy.text("OPENAI_API_KEY=sk-abcdefghijklmnopqrstu") == f"OPENAI_API_KEY={MASK}"
+    assert policy.text("x api-key='a b' y") == f"x api-key='{MASK}' y"
+    assert policy.text("export SECRET_KEY=abcd; ?client_secret=zz&x=1") == \
+        f"export SECRET_KEY={MASK}; ?client_secret={MASK}&x=1"
+    assert policy.text('{"api_key": "v"}') == f'{{"api_key": "{MASK}"}}'
+    assert policy.text("the secret is out, secrets: none") == "the secret is out, secrets: none"
+
+
 def test_the_secret_is_absent_from_the_whole_file(tmp_path: Path) -> None:
     path = tmp_path / "s.duckdb"
     store = Store.open(path)
@@ -103,7 +132,8 @@ def _scanned(policy: RedactionPolicy, value: str) -> str:
 @given(st.lists(st.sampled_from(["sk-", "SK-", "bearer ", "BeArEr\t", "AKIA", "akia", "x" * 16, "ABCDEFGHIJKLMNOP",
                                  "0123456789abcdef", " ", "ſ", "é", "-", "_", "password", "PassWd", "=", ": ",
                                  "AIza", "ghp_", "github_pat_", "xoxb-", "eyJ", ".", "-----BEGIN", "PRIVATE KEY-----",
-                                 "://", "@", ":"]),
+                                 "://", "@", ":", "api_key", "Api-Key", "APIKEY", "secret", "_key", '"', "'",
+                                 "[REDACTED]", "{"]),
                 max_size=12).map("".join))
 def test_the_literal_guard_never_changes_what_is_masked(value: str) -> None:
     policy = RedactionPolicy()
