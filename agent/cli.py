@@ -23,8 +23,13 @@ def register(group: click.Group, *, open_run: OpenRun | None = None) -> None:
 
     evidence_cli.register(group)
     orchestration_cli.register(group)
+    group.add_command(demo_command(open_run=open_run))
 
-    @group.command()
+
+def demo_command(*, open_run: OpenRun | None = None) -> click.Command:
+    """The ``demo`` command; ``open_run`` opens the explorer at the wrong answer afterwards, in a terminal."""
+
+    @click.command()
     @db_option
     @click.option("--no-explore", is_flag=True, help="Do not open the explorer afterwards.")
     def demo(db: str, no_explore: bool) -> None:
@@ -44,3 +49,5 @@ def register(group: click.Group, *, open_run: OpenRun | None = None) -> None:
             click.echo(f"Open the explorer at the wrong answer:  {command}")
             return
         open_run(db, result.wrong_run_id)
+
+    return demo

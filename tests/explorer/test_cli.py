@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import click
 import pytest
 
-from explorer.cli import main
+from explorer.cli import COMMANDS, main
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -109,3 +114,53 @@ def test_explore_takes_the_provider_and_tools_blame_takes(
         run = store.list_runs(limit=1)[0]
     assert app.evidence_provider is not None and isinstance(app.evidence_provider(run), OfflineDemoModel)
     assert app.evidence_tools is not None and app.evidence_tools(run) is not None
+
+
+def test_the_command_table_names_every_command_the_packages_register_with_its_summary() -> None:
+    """`footprint --help` lists COMMANDS without importing them: a command added, renamed or re-worded in its
+    package and not in the table would be missing or listed wrong."""
+    from agent import cli as agent_cli
+    from explorer._commands import commands
+    from explorer.cli import cli
+    from hosting import cli as hosting_cli
+    from tracer import cli as tracer_cli
+
+    registered = click.Group()
+    tracer_cli.register(registered)
+    agent_cli.register(registered)
+    hosting_cli.register(registered)
+    for command in commands():
+        registered.add_command(command)
+    assert sorted(COMMANDS) == sorted(registered.commands)
+    context = click.Context(cli)
+    for name, command in registered.commands.items():
+        loaded = cli.get_command(context, name)
+        assert loaded is not None and loaded.name == command.name and loaded.help == command.help, name
+        assert (loaded.short_help, loaded.hidden, loaded.deprecated) == (None, False, False), name
+        assert COMMANDS[name].summary == " ".join((command.help or "").partition("\n\n")[0].split()), name
+
+
+def _imports_after(argv: list[str]) -> set[str]:
+    """The heavy packages ``footprint ARGV`` has imported when it exits, run in a fresh interpreter."""
+    code = ("import sys\nfrom explorer.cli import main\ntry:\n    main(sys.argv[1:])\nfinally:\n"
+            "    print(' '.join(m for m in ('fastapi', 'uvicorn', 'openai', 'textual', 'duckdb', 'agent', 'hosting')"
+            " if m in sys.modules), file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return set(result.stderr.split())
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["show", "--help"], ["sql", "--help"]])
+def test_the_help_imports_neither_the_host_the_agent_nor_the_openai_sdk(argv: list[str]) -> None:
+    imported = _imports_after(argv)
+    assert not imported & {"fastapi", "uvicorn", "openai", "textual", "agent", "hosting"}, imported
+    if argv == ["--help"]:
+        assert "duckdb" not in imported  # nor the store: the command table lists the commands
+
+
+@pytest.mark.parametrize("argv", [["runs"], ["show", "last"], ["sql", "select count(*) from runs"]])
+def test_the_store_commands_import_neither_the_host_the_agent_nor_the_openai_sdk(
+    argv: list[str], sample_path: Path
+) -> None:
+    imported = _imports_after([*argv, "--db", str(sample_path)])
+    assert not imported & {"fastapi", "uvicorn", "openai", "textual", "agent", "hosting"}, imported
