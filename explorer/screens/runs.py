@@ -15,6 +15,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from tracer import RunFilter
 
+from .._format import head
 from ..components.runs_table import RunsTable
 
 STATUSES = (None, "answered", "failed", "awaiting", "cancelled", "running")
@@ -83,15 +84,7 @@ class RunsScreen(Screen[None]):
         self.table.reload(self.where, keep_cursor=False)
 
     def _show_filters(self) -> None:
-        parts = []
-        if self.where.status:
-            parts.append(f"status={self.where.status}")
-        if self.where.session_id:
-            parts.append(f"session={self.where.session_id}")
-        if self.where.agent:
-            parts.append(f"agent={self.where.agent}")
-        described = " ".join(parts) or "all runs"
-        self.query_one("#runs-filters", Static).update(described + ("" if self.where.forks else " · re-runs hidden"))
+        self.query_one("#runs-filters", Static).update(filters_label(self.where))
 
     def action_search(self) -> None:
         """Focus the search box."""
@@ -201,3 +194,28 @@ class RunsScreen(Screen[None]):
     def on_runs_table_load_failed(self, message: RunsTable.LoadFailed) -> None:
         self.query_one("#runs-status", Static).update(f"could not read runs: {message.error}")
         self.notify(message.error, severity="error", timeout=6)
+
+
+#: The filters label's room: #runs-filters' max-width (explorer.tcss) less its padding.
+FILTERS_WIDTH = 50
+
+
+def filters_label(where: RunFilter, width: int = FILTERS_WIDTH) -> str:
+    """The filters in force (``answered · session=maya-1 · re-runs hidden``) in ``width`` characters:
+    a long session id or agent name is cut with an ellipsis, so the label never wraps onto a line the
+    bar does not show ("re-runs hidden" was lost whenever a session was picked)."""
+    values = {name: value for name, value in (("status", where.status), ("session", where.session_id),
+                                               ("agent", where.agent)) if value}
+    suffix = "" if where.forks else " · re-runs hidden"
+
+    def label() -> str:
+        shown = [value if name == "status" else f"{name}={value}" for name, value in values.items()]
+        return (" · ".join(shown) or "all runs") + suffix
+
+    while len(label()) > width:
+        cuttable = [name for name in ("session", "agent") if len(values.get(name, "")) > 6]
+        longest = max(cuttable, key=lambda name: len(values[name]), default=None)
+        if longest is None:
+            return head(label(), width)
+        values[longest] = head(values[longest], len(values[longest]) - 1)
+    return label()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 from explorer import ExplorerApp
 from explorer.components.runs_table import PAGE, RunsTable
+from explorer.screens.runs import DEFAULT_FILTER, FILTERS_WIDTH, filters_label
 from tests.tracer.damage import damaged_copies
 from tracer import NotAStoreError, Recorder, Store
 
@@ -89,6 +91,32 @@ async def test_re_runs_are_hidden_until_x_shows_them(
         await pilot.press("x")
         await settle(pilot)
         assert table.row_count == 3
+
+
+async def test_the_filters_label_fits_its_line_at_80_columns(
+    open_app: Callable[..., ExplorerApp], tmp_path: Path, settle: Any
+) -> None:
+    """With a status and a session picked the label was 'status=answered session=... · re-runs hidden',
+    wider than its 38 columns: it wrapped onto a line the bar does not show, and 're-runs hidden' was
+    lost."""
+    path = tmp_path / "filters.duckdb"
+    _record(path, 2)
+    app = open_app(path, read_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("s", "f")  # answered, this run's session
+        await settle(pilot)
+        label = app.screen.query_one("#runs-filters")
+        shown = str(label.render())
+        assert shown.startswith("answered · session=") and shown.endswith(" · re-runs hidden")
+        assert len(shown) <= label.content_region.width
+
+
+def test_a_long_session_id_is_cut_in_the_filters_label() -> None:
+    where = replace(DEFAULT_FILTER, status="cancelled", session_id="s" * 200, agent="personal-assistant")
+    label = filters_label(where)
+    assert len(label) == FILTERS_WIDTH and label.startswith("cancelled · session=sss") and "…" in label
+    assert filters_label(replace(DEFAULT_FILTER, forks=True)) == "all runs"
 
 
 @pytest.mark.parametrize(("read_only", "hint"), [(False, "chat in the sandbox (p)"),
