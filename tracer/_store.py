@@ -56,6 +56,10 @@ def _size(value: str) -> str:
 _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
 
 
+class _OlderSchema(StoreError):
+    """A store opened read-only is of an older schema: it is migrated through a writable open first."""
+
+
 @atexit.register
 def _flush_open_stores() -> None:
     for store in list(_open_stores):
@@ -113,7 +117,8 @@ class Store(RunFinding, RunReads):
         it retries for ``wait`` seconds, then fails with a :class:`StoreLockedError` naming that
         process and what to do. Fails with a :class:`StoreError` naming the file when it is not a footprint store, is
         corrupt, was written by a newer footprint, or is held by another process. It never
-        overwrites or recreates an existing file; with ``create=False`` (a command that re-runs what is
+        overwrites or recreates an existing file. A store of an older schema is migrated, opened
+        read-only too (through a writable open first, as when a sync journal is left over); with ``create=False`` (a command that re-runs what is
         recorded) an absent file fails as it does for a reader, and none is made. ``memory_limit`` (e.g. ``"512MB"``, the default; None for
         DuckDB's default of most of the RAM) bounds DuckDB's cache in a writable store file, so a
         process that records for days keeps a flat footprint (an in-memory store is not capped).
@@ -155,6 +160,17 @@ class Store(RunFinding, RunReads):
             raise NotAStoreError(
                 f"{spath} is not a readable footprint store (corrupt or truncated?): {exc}"
             ) from exc
+        except _OlderSchema as exc:
+            # written by an earlier footprint: migrated (as a writer would on opening it), then read
+            con.close()
+            try:
+                cls.open(spath, memory_limit=memory_limit, wait=wait).close()
+            except StoreLockedError:
+                raise
+            except StoreError as failed:
+                raise StoreError(f"{exc}, older than this footprint reads ({SCHEMA_VERSION}), and migrating it "
+                                 f"failed: {failed}") from failed
+            return cls.open(spath, read_only=True, memory_limit=memory_limit, wait=wait)
         except BaseException:
             con.close()
             raise
@@ -242,9 +258,7 @@ class Store(RunFinding, RunReads):
             )
         if version < SCHEMA_VERSION:
             if read_only:
-                raise StoreError(
-                    f"{path} uses store schema {version}; open it once for writing to migrate it to {SCHEMA_VERSION}"
-                )
+                raise _OlderSchema(f"{path} uses store schema {version}")
             con.execute("BEGIN TRANSACTION")
             try:
                 for step in range(version, SCHEMA_VERSION):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from ._stored_items import StoredItems
 from .errors import StoreError
 
 if TYPE_CHECKING:
@@ -78,7 +79,6 @@ COLUMNS: dict[str, tuple[str, ...]] = {t: tuple(c for c, _ in cols) for t, cols 
 RUN_END_COLUMNS = (
     "id", "status", "output", "model", "ended_at", "tokens_in", "tokens_out", "cost", "error", "attributes",
 )
-_KNOWN_ITEMS = 16_384
 _INSERT_ORDER = ("fp_run", "fp_item", "fp_stage", "fp_edge", "fp_snapshot", "fp_entry", "fp_output")
 
 # where each value of a run's end goes in its fp_run row (an end and its run's start in one batch
@@ -314,7 +314,7 @@ class Writer:
         self._failure: BaseException | None = None
         self._on_error = on_error
         self._stats: dict[str, int] = {"batches": 0, "bundles": 0}
-        self._known: dict[str, None] = {}  # hashes of items written lately (bounded)
+        self._items = StoredItems(con)  # which items the file holds: each is written once
         # told the last journal record number a committed batch held (see tracer._journal)
         self.on_applied: Callable[[int], None] | None = None
         self._thread = threading.Thread(target=self._loop, name=f"footprint-writer:{path}", daemon=True)
@@ -449,30 +449,18 @@ class Writer:
                 run_ends.extend(bundle.run_ends)
         if run_ends:
             run_ends = _end_started_runs(tables.get("fp_run", []), run_ends)
-        items = tables.get("fp_item")
-        if items:
-            # the same item is often queued by several stages (and batches): keep the new ones once
-            known = self._known
-            tables["fp_item"] = list({row[0]: row for row in items if row[0] not in known}.values())
         journaled = 0  # bundles are queued in journal order: the last numbered one is the highest
         for bundle in reversed(bundles):
             if bundle.seq:
                 journaled = bundle.seq
                 break
-        try:
-            self._transaction(tables, run_ends, journaled, ignore_known_items=False)
-        except duckdb.ConstraintException:
-            # an item this writer has not seen is in the file already (recorded by an earlier
-            # process, or forgotten by the bounded cache): redo the batch, skipping stored items.
-            # Plain INSERT is twice as fast as INSERT OR IGNORE, so it stays the common path.
-            self._transaction(tables, run_ends, journaled, ignore_known_items=True)
+        self._transaction(tables, run_ends, journaled)
+        if tables.get("fp_item"):
+            self._items.written(row[0] for row in tables["fp_item"])
         if journaled and self.on_applied is not None:
             self.on_applied(journaled)
         if self._upkeep is not None:
             self._upkeep.after_commit()
-        if len(self._known) > _KNOWN_ITEMS:
-            self._known.clear()
-        self._known.update(dict.fromkeys(row[0] for row in tables.get("fp_item", ())))
         stats = self._stats
         stats["batches"] += 1
         stats["bundles"] += len(bundles)
@@ -485,12 +473,10 @@ class Writer:
         tables: dict[str, list[tuple[Any, ...]]],
         run_ends: list[tuple[Any, ...]],
         journaled: int,
-        *,
-        ignore_known_items: bool,
     ) -> None:
         con = self._con
         with self._upkeep.lock.shared() if self._upkeep is not None else nullcontext():
-            self._transaction_rows(con, tables, run_ends, journaled, ignore_known_items)
+            self._transaction_rows(con, tables, run_ends, journaled)
 
     def _transaction_rows(
         self,
@@ -498,14 +484,17 @@ class Writer:
         tables: dict[str, list[tuple[Any, ...]]],
         run_ends: list[tuple[Any, ...]],
         journaled: int,
-        ignore_known_items: bool,
     ) -> None:
         con.execute("BEGIN TRANSACTION")
         try:
+            if tables.get("fp_item"):
+                # the same item is often queued by several stages (and batches), and may be in the
+                # file already: each new one goes in once (the table has no key to refuse a copy)
+                tables["fp_item"] = self._items.new(tables["fp_item"])
             for table in _INSERT_ORDER:
                 table_rows = tables.get(table)
                 if table_rows:
-                    self._insert_columns(table, table_rows, ignore=ignore_known_items and table == "fp_item")
+                    self._insert_columns(table, table_rows)
             if run_ends:
                 self._update_run_ends(run_ends)  # one per run (see _end_started_runs)
             if journaled:  # with the rows, atomically: a replay after a crash skips what is here
@@ -515,10 +504,9 @@ class Writer:
             con.execute("ROLLBACK")
             raise
 
-    def _insert_columns(self, table: str, rows: list[tuple[Any, ...]], *, ignore: bool = False) -> None:
+    def _insert_columns(self, table: str, rows: list[tuple[Any, ...]]) -> None:
         select, params = select_rows(COLUMN_TYPES[table], rows)
-        verb = "INSERT OR IGNORE INTO" if ignore else "INSERT INTO"
-        self._con.execute(f"{verb} {table} {select}", params)
+        self._con.execute(f"INSERT INTO {table} {select}", params)
 
     def _update_run_ends(self, rows: list[tuple[Any, ...]]) -> None:
         types = dict(COLUMN_TYPES["fp_run"])

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tracer import ContextItem, Item, LeftOut, Origin, Recorded, Recorder, Store
 from tracer._journal import decode_bundle, encode_bundle
 from tracer._rows import SnapshotPacker
+from tracer._schema import SCHEMA_VERSION
 from tracer._writer import StageRows
 
 Expected = list[tuple[str, str, str | None, str | None, str | None, bool, str | None]]
@@ -259,7 +260,7 @@ def test_a_schema_2_store_is_migrated_and_reads_the_same(tmp_path: Path) -> None
     con.execute("UPDATE fp_meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
     store = Store.open(path)
-    assert store.query("SELECT value FROM fp_meta WHERE key = 'schema_version'")[0][0] == "3"
+    assert store.query("SELECT value FROM fp_meta WHERE key = 'schema_version'")[0][0] == str(SCHEMA_VERSION)
     _assert_read_back(store, session.sent)
     session.recorder = Recorder(store)  # the migrated store goes on with chains
     for turn in range(8, 20):

@@ -294,7 +294,7 @@ def test_a_new_store_has_a_version_table(tmp_path: Path) -> None:
     assert meta == {"application": "footprint", "schema_version": str(SCHEMA_VERSION)}
 
 
-def test_an_older_store_is_migrated_when_opened_for_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_older_store_is_migrated_when_opened_even_for_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import tracer._schema as schema
     import tracer._store as store_module
 
@@ -305,9 +305,7 @@ def test_an_older_store_is_migrated_when_opened_for_writing(tmp_path: Path, monk
     monkeypatch.setattr(store_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     monkeypatch.setattr(store_module, "MIGRATIONS", {
         **schema.MIGRATIONS, SCHEMA_VERSION: "ALTER TABLE fp_run ADD COLUMN IF NOT EXISTS note VARCHAR;"})
-    with pytest.raises(StoreError, match="open it once for writing"):
-        Store.open(path, read_only=True)
-    Store.open(path).close()
+    Store.open(path, read_only=True).close()  # a reader migrates it first, as a writer would
     con = duckdb.connect(str(path), read_only=True)
     assert con.execute("SELECT value FROM fp_meta WHERE key = 'schema_version'").fetchone() == (
         str(SCHEMA_VERSION + 1),)
@@ -349,10 +347,7 @@ def test_a_version_1_store_gets_packed_snapshots_and_reads_the_same(tmp_path: Pa
         con.execute(f"CREATE INDEX {table}_run ON {table} (run_id)")
     con.execute("UPDATE fp_meta SET value = '1' WHERE key = 'schema_version'")
     con.close()
-    with pytest.raises(StoreError, match="open it once for writing"):
-        Store.open(path, read_only=True)
-    Store.open(path).close()
-    store = Store.open(path, read_only=True)
+    store = Store.open(path, read_only=True)  # migrated first
     assert store.load_run(run.id) == before
     assert store.query("SELECT count(*) FROM fp_snapshot")[0][0] == 1  # the odd one stays row by row
     assert store.query("SELECT count(DISTINCT stage_id) FROM fp_entry")[0][0] == 1
