@@ -30,9 +30,10 @@ import ctypes
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
+
+from _child import print_figures, run_child
 
 KINDS = ("select", "insert_records", "upsert_heads", "update_heads", "upsert_values",
          "insert_heads", "insert_heads_pk", "insert_values", "delete_each", "prune_256", "rewrite_256", "values_prune_256",
@@ -122,13 +123,11 @@ def main() -> int:
     parser.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(_child(args.child, args.n)))
+        print_figures(_child(args.child, args.n))
         return 0
     results = {}
     for kind in args.kinds:
-        out = subprocess.run([sys.executable, __file__, "--child", kind, "--n", str(args.n)],
-                             capture_output=True, text=True, check=True).stdout
-        results[kind] = json.loads(out)
+        results[kind] = run_child(__file__, "--child", kind, "--n", str(args.n))
         print(f"{kind:16} {results[kind]}", flush=True)
     print(json.dumps({"n": args.n, "load_average": os.getloadavg(), "results": results}))
     return 0

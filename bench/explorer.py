@@ -29,7 +29,6 @@ import asyncio
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _child import print_figures, run_child
 
 TARGETS = {"first_paint_s": 1.0, "open_run_s": 0.5, "peak_rss_mb": 300.0}
 BIG_RUN_INPUT = "the benchmark's run of 500 stages"
@@ -214,14 +215,6 @@ def child_open_run(db: str) -> dict[str, float]:
     return out
 
 
-def _child(name: str, db: str) -> dict[str, float]:
-    result = subprocess.run([sys.executable, __file__, "--child", name, db], capture_output=True, text=True,
-                            check=False)
-    if result.returncode != 0:
-        raise SystemExit(f"bench child {name} failed:\n{result.stderr}")
-    return dict(json.loads(result.stdout.strip().splitlines()[-1]))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100_000, help="runs in the store (default 100,000)")
@@ -234,10 +227,10 @@ def main() -> None:
             from tracer import Store
 
             Store.open(db).close()
-            print(json.dumps({}))
+            print_figures({})
             return
         figures = child_first_paint(db) if what == "first-paint" else child_open_run(db)
-        print(json.dumps(figures))
+        print_figures(figures)
         return
     path = Path(tempfile.gettempdir()) / f"footprint-bench-explorer-{args.runs}.duckdb"
     if args.rebuild and path.exists():
@@ -253,9 +246,9 @@ def main() -> None:
         # a store built by an older footprint is migrated by a writable open (a no-op otherwise),
         # as the children open it read-only, which refuses an older schema; in a process of its
         # own, as a child's peak memory counts its parent's at the fork
-        _child("migrate", str(path))
-    paint = _child("first-paint", str(path))
-    opened = _child("open-run", str(path))
+        run_child(__file__, "--child", "migrate", str(path))
+    paint = run_child(__file__, "--child", "first-paint", str(path))
+    opened = run_child(__file__, "--child", "open-run", str(path))
     rows = [
         ("first paint of the runs table", f"{paint['first_paint_s']:.3f} s", f"< {TARGETS['first_paint_s']} s",
          f"cpu {paint['first_paint_cpu_s']:.2f} s; {int(paint['total_runs']):,} runs in the store; "

@@ -47,6 +47,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _child import print_figures, run_child
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -191,18 +193,14 @@ async def _drive(port: int, phase: str, sessions: int, turns: int, think: float,
 
 def load(port: int, phase: str, sessions: int, turns: int, think: float, prefix: str) -> None:
     """Drive one phase and print its figures as JSON (runs in its own process)."""
-    print(json.dumps(asyncio.run(_drive(port, phase, sessions, turns, think, prefix))), flush=True)
+    print_figures(asyncio.run(_drive(port, phase, sessions, turns, think, prefix)))
 
 
 # ---------------------------------------------------------------------------- the driver
 
 
 def _phase(port: int, phase: str, sessions: int, turns: int, think: float = 0.0, prefix: str = "s") -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, __file__, "--load", str(port), phase, str(sessions), str(turns), str(think), prefix],
-        check=True, capture_output=True, text=True, timeout=600,
-    ).stdout
-    return dict(json.loads(out))
+    return run_child(__file__, "--load", str(port), phase, str(sessions), str(turns), str(think), prefix, timeout=600)
 
 
 def _rss_mb(pid: int) -> float:

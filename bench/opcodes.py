@@ -19,13 +19,9 @@ GIL's hand-overs, waiting for a core).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from types import FrameType
@@ -34,6 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
+from _child import add_child_options, run_child, serve_child
 from peers import one_run, workload
 
 
@@ -81,12 +78,6 @@ async def _count(mode: str, variant: str, runs: int, warmup: int, k: int, path: 
             "other": {f: c / inferences for f, c in other_counts.items()}}
 
 
-def _child(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="footprint-opcodes-") as tmp:
-        counts = asyncio.run(_count(args.mode, args.tool, args.runs, args.warmup, args.k, Path(tmp) / "fp.duckdb"))
-    print(json.dumps(counts))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--modes", default="off,exit", help="comma-separated modes; the first is the base (default off,exit)")
@@ -95,21 +86,18 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="runs before counting (default 3)")
     parser.add_argument("--k", type=int, default=10, help="tool rounds per run (default 10)")
     parser.add_argument("--top", type=int, default=25, help="functions listed (default 25)")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--mode", help=argparse.SUPPRESS)
+    add_child_options(parser)
     args = parser.parse_args()
     if args.child:
-        _child(args)
+        serve_child(lambda tmp: _count(args.mode, args.tool, args.runs, args.warmup, args.k, tmp / "fp.duckdb"),
+                    prefix="footprint-opcodes-")
         return
     modes = args.modes.split(",")
     counted: dict[str, dict[str, dict[str, float]]] = {}
     for mode in modes:
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", "--mode", mode, "--tool", args.tool, "--runs", str(args.runs),
-             "--warmup", str(args.warmup), "--k", str(args.k)],
-            check=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
-        )
-        counted[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+        counted[mode] = run_child(__file__, "--child", "--mode", mode, "--tool", args.tool, "--runs", str(args.runs),
+                                  "--warmup", str(args.warmup), "--k", str(args.k),
+                                  env={**os.environ, "PYTHONHASHSEED": "0"})
     print(f"opcodes an inference, {args.tool} tool, {args.runs} runs x {args.k + 1} inferences (PYTHONHASHSEED=0)")
     for mode in modes:
         print(f"  {mode:<5} agent's thread {sum(counted[mode]['agent'].values()):8,.0f}   "

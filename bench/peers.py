@@ -29,11 +29,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import json
 import os
 import pstats
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _child import add_child_options, run_child, serve_child
 
 from agent import Agent, Tool, tool
 from agent.providers import ScriptedModel, calls
@@ -147,12 +147,6 @@ async def run_case(runs: int, k: int, mode: str, variant: str, workdir: Path) ->
             "off_cpu_us": ((loop_done - started) - loop_cpu) / inferences * 1e6}
 
 
-def _child(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="footprint-peers-") as tmp:
-        figures = asyncio.run(run_case(args.runs, args.k, args.mode, args.tool, Path(tmp)))
-    print(json.dumps(figures))
-
-
 def _profile(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="footprint-peers-") as tmp:
         asyncio.run(run_case(10, args.k, args.profile, args.tool, Path(tmp)))  # warm-up
@@ -180,11 +174,10 @@ def main() -> None:
     parser.add_argument("--tools", default="sync,async", help="tool variants (default sync,async)")
     parser.add_argument("--profile", choices=("off", "exit", "sync"), help="profile one mode in this process")
     parser.add_argument("--tool", choices=("sync", "async"), default="sync", help="the tool variant to profile")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--mode", help=argparse.SUPPRESS)
+    add_child_options(parser)
     args = parser.parse_args()
     if args.child:
-        _child(args)
+        serve_child(lambda tmp: run_case(args.runs, args.k, args.mode, args.tool, tmp), prefix="footprint-peers-")
         return
     if args.profile:
         _profile(args)
@@ -197,12 +190,8 @@ def main() -> None:
     for _ in range(args.rounds):
         for mode, variant in cases:
             loads.append(os.getloadavg()[0])
-            out = subprocess.run(
-                [sys.executable, __file__, "--child", "--mode", mode, "--tool", variant,
-                 "--runs", str(args.runs), "--k", str(args.k)],
-                check=True, capture_output=True, text=True,
-            )
-            results[(mode, variant)].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            results[(mode, variant)].append(run_child(__file__, "--child", "--mode", mode, "--tool", variant,
+                                                      "--runs", str(args.runs), "--k", str(args.k)))
     print(f"1-min load average at case starts: min {min(loads):.2f} median {statistics.median(loads):.2f} "
           f"max {max(loads):.2f}; now {os.getloadavg()[0]:.2f}")
     print(f"{'tool':<6} {'mode':<5} {'median inf/s':>12} {'min-max':>15} {'x off':>6} "

@@ -30,7 +30,6 @@ import os
 import random
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _child import print_figures, run_child
 
 from tracer import ContextItem, EdgeKind, Item, ItemKind, Origin, OriginKind, Recorder, Store, why
 from tracer._schema import TABLES, VIEWS
@@ -148,17 +149,9 @@ def child_record(runs: int, path: str) -> None:
     elapsed = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_SELF)
     stats = store.writer_stats
-    print(json.dumps({"inferences": inferences, "seconds": elapsed, "peak_rss_mb": _peak_rss_mb(),
-                      "cpu_seconds": usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime,
-                      "batches": stats["batches"], "stages": stats.get("fp_stage", 0)}))
-
-
-def _run_child(runs: int, path: str) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, __file__, "--child-record", str(runs), path],
-        check=True, capture_output=True, text=True,
-    )
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    print_figures({"inferences": inferences, "seconds": elapsed, "peak_rss_mb": _peak_rss_mb(),
+                   "cpu_seconds": usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime,
+                   "batches": stats["batches"], "stages": stats.get("fp_stage", 0)})
 
 
 # ---------------------------------------------------------------------- raw insert comparison
@@ -328,7 +321,7 @@ def main() -> None:
         print(f"  {name}: {value}", file=sys.stderr)
 
     print(f"recording {runs} runs ({runs * TURNS} inference stages) ...", file=sys.stderr)
-    one = _run_child(runs, str(tmp / "one.duckdb"))
+    one = run_child(__file__, "--child-record", str(runs), str(tmp / "one.duckdb"))
     rate = one["inferences"] / one["seconds"]
     report("recorded inference stages/s", f"{rate:,.0f} ({one['cpu_seconds'] / one['inferences'] * 1e6:.0f} us CPU "
            f"each, both threads)", ">= 5,000", rate >= 5000)
@@ -356,7 +349,7 @@ def main() -> None:
            f"store built in {built:.0f} s by bulk SQL", "< 50 ms", median < 50)
 
     print(f"recording {runs * 10} runs for peak RSS at 10x ...", file=sys.stderr)
-    ten = _run_child(runs * 10, str(tmp / "ten.duckdb"))
+    ten = run_child(__file__, "--child-record", str(runs * 10), str(tmp / "ten.duckdb"))
     ratio = ten["peak_rss_mb"] / one["peak_rss_mb"]
     report("peak RSS 1x / 10x runs", f"{one['peak_rss_mb']:.0f} MB / {ten['peak_rss_mb']:.0f} MB "
            f"(x{ratio:.2f})", "10x within 1.2x", ratio <= 1.2)
