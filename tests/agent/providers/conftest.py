@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from agent.providers import block_real_models, real_models_blocked
+from agent.providers import OpenAIProvider, block_real_models, real_models_blocked
 from agent.providers._base import ModelRequest
+from tests.agent.providers.openaikit import Sleeps
 from tracer import ContextItem, Item, ItemKind, Origin, OriginKind
 
 
@@ -172,6 +173,22 @@ def openai_server() -> Iterator[OpenAIServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    """The OpenAIProvider's sleep: records the delays asked for, waits for none."""
+    return Sleeps()
+
+
+@pytest.fixture
+async def provider(openai_server: OpenAIServer, sleeps: Sleeps) -> AsyncIterator[OpenAIProvider]:
+    """An OpenAIProvider on :func:`openai_server`, sleeping through ``sleeps``, without jitter."""
+    provider = OpenAIProvider(
+        "gpt-default", api_key="test-key", base_url=openai_server.base_url, sleep=sleeps, jitter=lambda cap: cap
+    )
+    yield provider
+    await provider.aclose()
 
 
 @pytest.fixture(autouse=True)
