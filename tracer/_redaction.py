@@ -53,8 +53,9 @@ DEFAULT_PATTERNS = (
     # the password of a URL ('postgresql://app:s3cret@db/x'): only the group named 'secret' is masked
     r"://[^\s/:@\"']*:(?P<secret>[^\s/@\"']+)@",
     # password=... / passwd: ... pasted into text (a config line, a URL query), or a JSON or Python
-    # field ('"password": "..."'); a value already masked is left as it is (a JSON text keeps its shape)
-    r"(?i)passw(?:or)?d[\"']?\s*[=:]\s*(?:\"(?!\[REDACTED\]\")[^\"]*\"|'[^']*'|[^\s\"',;&]+)",
+    # field ('"password": "..."'); a value already masked, or an object or array (a tool parameter's
+    # schema), is left as it is (a JSON text keeps its shape)
+    r"(?i)passw(?:or)?d[\"']?\s*[=:]\s*(?:\"(?!\[REDACTED\]\")[^\"]*\"|'[^']*'|[^\s\"',;&{}\[\]][^\s\"',;&]*)",
     # an API key or a secret given in text ('OPENAI_API_KEY=...', 'api_key: ...', 'client_secret=...',
     # 'SECRET_KEY=...'): only the value is masked, the name kept (each spelling a pattern of its own, so
     # each starts with a literal the guard looks for: see _literal_guards)
@@ -298,14 +299,30 @@ class RedactionPolicy:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
+            endings = self._key_endings
             return {
-                k: (MASK if isinstance(k, str) and k.lower().endswith(self._key_endings) else self.value(v))
+                k: ({name: self.value(schema) for name, schema in v.items()} if k in _SCHEMA_MAPS and _is_schemas(v)
+                    else MASK if isinstance(k, str) and k.lower().endswith(endings) else self.value(v))
                 for k, v in value.items()
             }
         if isinstance(value, list | tuple):
             return [self.value(v) for v in value]
         return value
 
+
+
+#: The JSON-schema keywords whose keys are names, each naming a schema (a tool's parameters): a
+#: parameter named "password" is not a password, and masking its schema broke the tool's recorded
+#: definition (replay and re-runs refused it: "'[REDACTED]' is not of type 'object'").
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+_SCHEMA_WORDS = frozenset({"type", "$ref", "enum", "const", "anyOf", "oneOf", "allOf", "not", "items",
+                           "properties", "description", "title", "format"})
+
+
+def _is_schemas(value: Any) -> bool:
+    """True when ``value`` maps names to JSON schemas (objects with a schema keyword each)."""
+    return isinstance(value, dict) and all(
+        isinstance(schema, dict) and not _SCHEMA_WORDS.isdisjoint(schema) for schema in value.values())
 
 
 def _key_spellings(key: str) -> set[str]:

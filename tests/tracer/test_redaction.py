@@ -61,6 +61,24 @@ def test_a_key_ending_in_a_sensitive_key_is_sensitive_in_any_case_and_spelling()
         f'pasted {{"db_password": "{MASK}", "user": "a"}} here'
 
 
+def test_a_tool_parameter_named_password_keeps_its_schema() -> None:
+    """A JSON schema's 'properties' (and '$defs') name parameters: their schemas are kept, the
+    values inside them still masked; an object under 'properties' that is not schemas is masked as
+    any other object."""
+    policy = RedactionPolicy()
+    definition = {"name": "login", "parameters": {
+        "type": "object", "required": ["password"],
+        "properties": {"password": {"type": "string"}, "api_key": {"type": "string", "default": SECRET_KEY}},
+        "$defs": {"Token": {"type": "object", "properties": {"value": {"type": "string"}}}}}}
+    masked = policy.value(definition)
+    assert masked["parameters"]["properties"]["password"] == {"type": "string"}
+    assert masked["parameters"]["properties"]["api_key"] == {"type": "string", "default": MASK}
+    assert masked["parameters"]["$defs"] == definition["parameters"]["$defs"]
+    assert json.loads(policy.text(json.dumps(definition))) == masked  # the JSON text keeps its shape
+    assert policy.value({"properties": {"password": "x"}}) == {"properties": {"password": MASK}}
+    assert policy.value({"properties": {"password": {"value": "x"}}}) == {"properties": {"password": MASK}}
+
+
 def test_an_api_key_or_secret_given_in_text_loses_its_value_and_keeps_its_name() -> None:
     policy = RedactionPolicy()
     assert policy.text("my api_key: qwertyuiop12345, ok") == f"my api_key: {MASK}, ok"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -124,3 +125,25 @@ async def test_replay_comparison_is_identical_for_a_two_turn_run(store: Store, m
     comparison = compare_runs(store, original.run_id, result.run_id)
     assert comparison.first_divergence is None and comparison.same_answer
     assert [p.change for p in comparison.stages] == ["same"] * len(comparison.stages)
+
+
+async def test_a_tool_with_a_password_parameter_replays(store: Store) -> None:
+    """The recorded definition keeps its parameters' schema: masking the schema of a parameter named
+    'password' or 'api_key' broke it, and the replay refused the tool ("'[REDACTED]' is not of type
+    'object'"). The password the model passed is still masked."""
+    from agent import Agent, Tool
+
+    async def login(arguments: dict[str, Any]) -> str:
+        return f"welcome {arguments['username']}"
+
+    schema = {"type": "object", "properties": {"username": {"type": "string"}, "password": {"type": "string"},
+                                               "api_key": {"type": "string"}}, "required": ["username"]}
+    model = ScriptedModel([calls(("login", {"username": "ada", "password": "hunter2-hunter2"}, "c1")), "in"])
+    agent = Agent("l", provider=model, tools=[Tool("login", "Log in.", schema, login)], recorder=Recorder(store))
+    original = await agent.run("log me in")
+    store.flush()
+    items = store.load_run(original.run_id).items.values()
+    assert next(i for i in items if i.kind == "tool_definition").body["parameters"] == schema
+    assert all("hunter2-hunter2" not in json.dumps(i.body) for i in items)
+    result = await replay(store, original.run_id)
+    assert result.identical, result.divergence.reason
