@@ -20,6 +20,9 @@ turns one after another, all sessions at once. It prints, per store:
   turn): on a shared machine it moves with the load far less than turns per second do, and the
   tenths tell work that grows with the session from the memory window filling up (about the
   first 150 turns of a session);
+* a turn's median milliseconds (sent to answered) in each tenth, and the CPU this process (the
+  clients) spent per turn: a turn waits far longer than the host's CPU for it, and the clients
+  share the machine's cores with the host;
 * the store's checkpoints and cache trims in each tenth and their milliseconds, and the KB the
   host wrote to storage per turn in each tenth (``/proc/<pid>/io``: the write-ahead log, and what
   the checkpoints write into the file), which does not move with the machine's load at all;
@@ -82,6 +85,9 @@ class Outcome:
     # at the same marks, the bytes the host had written to storage (/proc/<pid>/io write_bytes):
     # the write-ahead log, and what each checkpoint writes into the file
     written_marks: list[int] = field(default_factory=list)
+    # at the same marks, this process's CPU seconds (the clients': they share the machine's cores)
+    client_marks: list[float] = field(default_factory=list)
+    latency: list[float] = field(default_factory=list)  # each answered turn's seconds, in answer order
     # /proc/<pid>/smaps_rollup at 10% and at the end: anonymous and file-backed RSS
     smaps_at_10: dict[str, int] = field(default_factory=dict)
     smaps_end: dict[str, int] = field(default_factory=dict)
@@ -188,12 +194,14 @@ async def _drive(url: str, pid: int, sessions: int, turns: int, outcome: Outcome
         outcome.cpu_marks.append(_cpu(pid))
         outcome.thread_marks.append(_threads_cpu(pid))
         outcome.written_marks.append(_written(pid))
+        outcome.client_marks.append(time.process_time())
         if probe is not None:
             outcome.probes.append(await asyncio.to_thread(probe))
 
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         async def session(n: int) -> None:
             for t in range(turns):
+                sent = time.perf_counter()
                 try:
                     reply = await client.post("/v1/turns", json={"message": message(n, t),
                                                                  "session_id": f"{prefix}{n}"})
@@ -205,6 +213,7 @@ async def _drive(url: str, pid: int, sessions: int, turns: int, outcome: Outcome
                     outcome.failed.append(f"session {n} turn {t}: {type(exc).__name__}: {exc}")
                     continue
                 outcome.done_at.append(time.perf_counter())
+                outcome.latency.append(outcome.done_at[-1] - sent)
                 done = len(outcome.done_at) - 1  # (done_at starts with the clock's start)
                 if done % tenth == 0 and done < total:  # at every tenth of the turns (the end follows)
                     await mark()
@@ -344,6 +353,13 @@ def _rate(times: list[float], part: slice) -> float:
     return (len(window) - 1) / max(1e-9, window[-1] - window[0])
 
 
+def _median_by_tenth(values: list[float]) -> list[float]:
+    """The median of each tenth of ``values``, in milliseconds."""
+    size = max(1, len(values) // 10)
+    parts = [sorted(values[i * size:(i + 1) * size]) for i in range(10)]
+    return [round(1000 * part[len(part) // 2], 1) for part in parts if part]
+
+
 def report(o: Outcome) -> dict[str, Any]:
     """One store's line of figures, and whether each target was met."""
     n = len(o.done_at)
@@ -371,6 +387,9 @@ def report(o: Outcome) -> dict[str, Any]:
         "first_failures": o.failed[:3],
         "cpu_ms_per_turn_by_thread_by_tenth": _by_thread(o, o.pid, n // 10),
         "upkeep_by_tenth": _upkeep_by_tenth(o),
+        "client_cpu_ms_per_turn_by_tenth": [round(1000 * (b - a) / max(1, n // 10), 2)
+                                            for a, b in itertools.pairwise(o.client_marks)],
+        "median_turn_ms_by_tenth": _median_by_tenth(o.latency),
         "written_kb_per_turn_by_tenth": [round((b - a) / 1024 / max(1, n // 10), 1)
                                          for a, b in itertools.pairwise(o.written_marks)],
         "smaps_mb_at_10pct": {k: round(v / 2**20, 1) for k, v in o.smaps_at_10.items()},
@@ -462,6 +481,8 @@ def main() -> int:
                       f"{r['stored_bytes_per_turn_first_10pct']} first 10%, {r['stored_bytes_per_turn_last_10pct']} "
                       f"last 10% (ratio {r['bytes_ratio']}, target flat); {r['stored']}", flush=True)
                 print(f"  host CPU ms/turn by thread, by tenth: {r['cpu_ms_per_turn_by_thread_by_tenth']}", flush=True)
+                print(f"  a turn's median ms, by tenth: {r['median_turn_ms_by_tenth']}; the clients' CPU ms/turn "
+                      f"(this process), by tenth: {r['client_cpu_ms_per_turn_by_tenth']}", flush=True)
                 print(f"  checkpoints and trims by tenth: {r['upkeep_by_tenth']}; KB written to storage per turn "
                       f"by tenth {r['written_kb_per_turn_by_tenth']}; smaps at 10% "
                       f"{r['smaps_mb_at_10pct']}, at the end {r['smaps_mb_end']} (MB)", flush=True)
