@@ -315,9 +315,12 @@ class ConversationMemory:
         # conversation's window costs what the window holds, not what the conversation does)
         floor = max(start, offset)
         fits, total = count, 0
+        cached, budget = self._token_cache.get, self.max_tokens  # (the loop runs over the whole window)
         while fits > floor:
-            total += self._tokens(messages[fits - 1 - offset])
-            if total > self.max_tokens:
+            ci = messages[fits - 1 - offset]
+            tokens = cached(ci.item.hash)
+            total += self._tokens(ci) if tokens is None else tokens
+            if total > budget:
                 break
             fits -= 1
         else:
