@@ -18,6 +18,7 @@ from typing import Any
 import httpx2 as httpx
 
 from tracer import (
+    AmbiguousIdError,
     Item,
     NotFoundError,
     Run,
@@ -74,6 +75,8 @@ class RecordingsClient:
             raise HostAuthError(f"{self.base_url}: {message}", status=401, code=code)
         if response.status_code == 404:
             raise NotFoundError(message)
+        if code == "ambiguous_id":  # the same error the store raises, so a caller handles both alike
+            raise AmbiguousIdError(message, ref=str(error.get("id", "")), matches=int(error.get("matches", 0)))
         raise HostClientError(f"{self.base_url}{path}: {response.status_code} {message}",
                               status=response.status_code, code=code)
 

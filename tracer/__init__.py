@@ -61,6 +61,7 @@ from ._serialize import (
 from ._store import DEFAULT_PATH, Store
 from ._why import SHOWN_ABOVE, DroppedItem, Evidence, EvidenceNode, RunSource, why
 from .errors import (
+    AmbiguousIdError,
     ExportError,
     FootprintError,
     NewerSchemaError,
@@ -80,6 +81,7 @@ __all__ = [
     "PARENT_RUN",
     "PARENT_STAGE",
     "SHOWN_ABOVE",
+    "AmbiguousIdError",
     "ContextItem",
     "DiffEntry",
     "DroppedChange",

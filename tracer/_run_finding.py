@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._records import PARENT_RUN, Run
 from ._store_reads import RUN_COLUMNS, run_from_row
-from .errors import NotFoundError, quoted
+from .errors import AmbiguousIdError, NotFoundError, quoted
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class RunFinding:
                 raise NotFoundError(f"no stage matches {quoted(ref)} in {self.path}")
             exact = [r for r in rows if r[0] == ref]
             if len(rows) > 1 and not exact:
-                raise NotFoundError(f"{quoted(ref)} matches several stages in {self.path}; give more of the id")
+                raise self._ambiguous(ref, "fp_stage", "stages")
             stage_id, run_id = (exact or rows)[0]
             found[ref] = (str(stage_id), str(run_id))
         return found
@@ -88,8 +88,14 @@ class RunFinding:
         if not rows:
             raise NotFoundError(f"no run matches {quoted(ref)} in {self.path} (footprint runs lists them)")
         if len(rows) > 1:
-            raise NotFoundError(f"{quoted(ref)} matches several runs in {self.path}; give more of the id")
+            raise self._ambiguous(ref, "fp_run", "runs")
         return str(rows[0][0])
+
+    def _ambiguous(self, ref: str, table: str, what: str) -> AmbiguousIdError:
+        """The error for a prefix several ids start with, saying how many (counted only then)."""
+        matches = int(self.query(f"SELECT count(*) FROM {table} WHERE starts_with(id, ?)", [ref])[0][0])
+        return AmbiguousIdError(f"the id prefix {quoted(ref)} is ambiguous: {matches} {what} in {self.path} start with "
+                                "it; give more of the id", ref=ref, matches=matches)
 
     def list_runs(self, where: RunFilter = RunFilter(), *, limit: int = 50, offset: int = 0) -> list[Run]:
         """Runs, newest first."""

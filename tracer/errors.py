@@ -7,6 +7,7 @@
         │   ├── NewerSchemaError   the store was written by a newer footprint
         │   └── StoreLockedError   another process holds the store for writing
         ├── NotFoundError          a run, stage or item id matches nothing (or more than one)
+        │   └── AmbiguousIdError   an id prefix matches more than one run or stage
         ├── RecordingError         the recorder was misused (closed stage, ended run, ...)
         └── ExportError            an export (OTLP, Parquet) could not be configured or delivered
 """
@@ -40,6 +41,15 @@ class StoreLockedError(StoreError):
 
 class NotFoundError(TracerError):
     """An id matched no record, or a prefix matched more than one."""
+
+
+class AmbiguousIdError(NotFoundError):
+    """An id prefix matches more than one run or stage: ``ref`` the prefix, ``matches`` how many."""
+
+    def __init__(self, message: str, *, ref: str, matches: int) -> None:
+        super().__init__(message)
+        self.ref = ref
+        self.matches = matches
 
 
 class RecordingError(TracerError):

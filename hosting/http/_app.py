@@ -6,7 +6,7 @@
     GET    /v1/sessions                       sessions: {session_id, active, running, last_activity, status}
     GET    /v1/sessions/{session_id}          one session's stored state
     DELETE /v1/sessions/{session_id}          forget a session
-    GET    /v1/sessions/{session_id}/runs     a session's recorded runs
+    GET    /v1/sessions/{session_id}/runs     a session's recorded runs (404 for a session never seen)
     GET    /v1/recordings/...                 the read API for recordings (see _recordings.py)
     GET    /v1/health                         liveness (never needs the token)
     ...    /v1/durable/...                    durable sessions: steer, send, abort, compact, events (_durable.py)
@@ -31,7 +31,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import Receive, Scope, Send
 
-from tracer import Store, run_to_dict
+from tracer import Run, Store, run_to_dict
 
 from .._durable import DurableHost
 from .._reply import TurnReply
@@ -264,13 +264,22 @@ def _host_router(host: StandingAgent, get_recordings: Any) -> APIRouter:
         return JSONResponse({"deleted": session_id})
 
     @router.get("/sessions/{session_id}/runs", summary="A session's recorded runs, oldest first")
-    def session_runs(session_id: SessionId) -> dict[str, Any]:
+    async def session_runs(session_id: SessionId) -> dict[str, Any]:
         store = get_recordings()
-        if not store.read_only:
-            store.flush()
-        return {"runs": [run_to_dict(r) for r in store.session_runs(session_id)]}
+        runs = await asyncio.to_thread(_session_runs, store, session_id)
+        # a session never seen is 404, as on the other session routes; one forgotten since (DELETE)
+        # or stored with no recorded run yet still answers, as its runs are recorded
+        if not runs and await host.session_info(session_id) is None:
+            raise HTTPException(404, f"no session {session_id!r} is stored and no run of it is recorded")
+        return {"runs": [run_to_dict(r) for r in runs]}
 
     return router
+
+
+def _session_runs(store: Store, session_id: str) -> list[Run]:
+    if not store.read_only:
+        store.flush()  # rows recorded under `exit` durability may still sit in the writer's queue
+    return store.session_runs(session_id)
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tracer import NotFoundError, RedactionPolicy, StoreError
+from tracer import AmbiguousIdError, NotFoundError, RedactionPolicy, StoreError
 from tracer.errors import json_kind
 
 from ..errors import SessionStoreError, TurnRefusedError, UnreadableEnvelopeError, VersionConflictError
@@ -61,6 +61,8 @@ def error_response(exc: Exception, *, where: str = "") -> JSONResponse:
         return JSONResponse(error_body("version_conflict", str(exc), session_id=exc.session_id), status_code=409)
     if isinstance(exc, UnreadableEnvelopeError):
         return JSONResponse(error_body("unreadable_session", str(exc), session_id=exc.session_id), status_code=500)
+    if isinstance(exc, AmbiguousIdError):  # the id exists more than once over: not a 404, give more of it
+        return JSONResponse(error_body("ambiguous_id", str(exc), id=exc.ref, matches=exc.matches), status_code=409)
     if isinstance(exc, NotFoundError):
         return JSONResponse(error_body("not_found", str(exc)), status_code=404)
     if isinstance(exc, SessionStoreError | StoreError):

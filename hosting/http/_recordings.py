@@ -13,7 +13,8 @@
         (``item``: an item's name — ``memory:KEY``, ``result:TOOL#n`` — or a hash prefix, as the CLI takes)
     GET /v1/recordings/sessions/{session_id}/runs      -> {"runs": [...]} oldest first
 
-``run_id`` may be a unique prefix or ``last``. :class:`hosting.RecordingsClient` is the client.
+``run_id`` may be a unique prefix or ``last``; a prefix several runs start with is 409 ``ambiguous_id``,
+saying how many (``matches``). :class:`hosting.RecordingsClient` is the client.
 The handlers are plain functions, so FastAPI runs the DuckDB reads in its thread pool and the
 event loop never waits on them.
 """

@@ -9,7 +9,7 @@ import pytest
 
 from hosting import HostAuthError, HostClientError, RecordingsClient, create_app, standing_agent
 from tests.hosting.hostkit import make_agent, serve_in_thread
-from tracer import NotFoundError, Recorder, RunFilter, Store, why
+from tracer import AmbiguousIdError, NotFoundError, Recorder, RunFilter, Store, why
 
 
 def _record_runs(store: Store) -> list[str]:
@@ -59,6 +59,9 @@ def test_client_mirrors_the_store_read_methods(store: Store) -> None:
         assert why(client, ids[2]).to_dict() == why(store, ids[2]).to_dict()
         with pytest.raises(NotFoundError):
             client.load_run("r-does-not-exist")
+        with pytest.raises(AmbiguousIdError, match="ambiguous: 5 runs") as many:
+            client.resolve_run_id("r-")
+        assert (many.value.ref, many.value.matches) == ("r-", 5)
 
 
 def test_client_reads_a_run_a_stage_at_a_time(store: Store) -> None:

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tracer import (
+    AmbiguousIdError,
     ContextItem,
     Edge,
     Item,
@@ -206,8 +207,10 @@ def test_list_filter_and_resolve(tmp_path: Path) -> None:
     assert store.resolve_run_id("last") == ids[2]
     assert store.resolve_run_id(ids[0]) == ids[0]
     assert store.resolve_run_id(ids[0][:-3]) == ids[0]
-    with pytest.raises(NotFoundError, match="several runs"):
+    with pytest.raises(AmbiguousIdError, match=r"prefix 'r-' is ambiguous: 3 runs .* give more of the id") as many:
         store.resolve_run_id("r-")
+    assert (many.value.ref, many.value.matches) == ("r-", 3)
+    assert isinstance(many.value, NotFoundError), "callers that catch NotFoundError still catch it"
     with pytest.raises(NotFoundError, match="no run matches"):
         store.resolve_run_id("r-zzz")
     with pytest.raises(NotFoundError, match=r"no run matches 'r-z+…'") as long_ref:
@@ -221,6 +224,15 @@ def test_list_filter_and_resolve(tmp_path: Path) -> None:
     assert store.resolve_run_id("last") == ids[2], "a sub-agent's run is reached through its parent"
     assert store.count_runs() == 4 and store.count_runs(RunFilter(children=False)) == 3
     assert child.id not in [r.id for r in store.list_runs(RunFilter(children=False))]
+    staged = Recorder(store).start_run(agent="a", input="staged")
+    for name in ("one", "two", "three"):
+        with staged.stage("tool", name):
+            pass
+    staged.end("answered", output="done")
+    store.flush()
+    with pytest.raises(AmbiguousIdError, match="3 stages") as many_stages:
+        store.resolve_stage("s-")
+    assert many_stages.value.matches == 3
     store.close()
 
 

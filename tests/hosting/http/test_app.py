@@ -62,6 +62,31 @@ async def test_send_a_turn_and_list_the_sessions_runs(client: httpx.AsyncClient)
     assert (await client.get("/v1/sessions/alice", headers=AUTH)).status_code == 404
 
 
+async def test_the_runs_of_a_session_never_seen_are_404_as_on_the_other_session_routes(
+        client: httpx.AsyncClient) -> None:
+    runs = await client.get("/v1/sessions/ghost/runs", headers=AUTH)
+    info = await client.get("/v1/sessions/ghost", headers=AUTH)
+    assert runs.status_code == info.status_code == 404, runs.text
+    assert runs.json()["error"]["code"] == info.json()["error"]["code"] == "not_found"
+    assert "'ghost'" in runs.json()["error"]["message"]
+    # a session forgotten since still lists the runs recorded for it
+    run_id = (await client.post("/v1/turns", json={"message": "hi", "session_id": "bob"}, headers=AUTH)).json()["run_id"]
+    assert (await client.delete("/v1/sessions/bob", headers=AUTH)).status_code == 200
+    after = await client.get("/v1/sessions/bob/runs", headers=AUTH)
+    assert after.status_code == 200 and [r["id"] for r in after.json()["runs"]] == [run_id]
+
+
+async def test_a_run_id_prefix_several_runs_start_with_is_409_saying_how_many(client: httpx.AsyncClient) -> None:
+    for n in range(3):
+        await client.post("/v1/turns", json={"message": f"m{n}", "session_id": f"s{n}"}, headers=AUTH)
+    for path in ("/v1/recordings/runs/r-", "/v1/recordings/runs/r-/why", "/v1/recordings/runs/r-/snapshots?stages="):
+        reply = await client.get(path, headers=AUTH)
+        assert reply.status_code == 409, (path, reply.text)
+        error = reply.json()["error"]
+        assert (error["code"], error["id"], error["matches"]) == ("ambiguous_id", "r-", 3)
+        assert "ambiguous" in error["message"] and "3 runs" in error["message"]
+
+
 async def test_a_turn_id_reused_for_another_message_is_409_naming_it(client: httpx.AsyncClient) -> None:
     first = await client.post("/v1/turns", json={"message": "hello", "session_id": "eve", "turn_id": "t-7"},
                               headers=AUTH)
