@@ -78,7 +78,7 @@ class HostScreen(Screen[None]):
                 yield Static("", id="host-session-title")
                 yield RunsTable(self.app.source, hide=("session", "agent", "cost"), id="session-runs")  # type: ignore[attr-defined]
                 yield RichLog(id="host-log", wrap=True, markup=False, min_width=20)
-                yield Input(placeholder="Message the session (ctrl+n: new session)", id="host-input")
+                yield Input(placeholder="Message (ctrl+n: new session)", id="host-input")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -92,7 +92,7 @@ class HostScreen(Screen[None]):
     def _title(self) -> None:
         text = Text()
         if self.session is None:
-            text.append("no session picked: the first message starts a new one", style="dim")
+            text.append("a message starts a new session", style="dim")
         else:
             text.append("session ", style="dim")
             text.append(self.session, style="bold")

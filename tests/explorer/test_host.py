@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import RichLog
+from rich.cells import cell_len
+from textual.widgets import Input, RichLog, Static
 
 from agent import Agent
 from agent.providers import FunctionModel
@@ -295,3 +296,29 @@ async def test_a_paused_turn_takes_the_next_line_as_its_decision(
         await settle(pilot)
         assert host.sent == [("refund it", "trip-7f3a", None), ("", "trip-7f3a", "yes")]
         assert screen.awaiting is None and "agent: Refunded." in _log(screen)
+
+
+class EmptyHost(FakeHost):
+    """A host with no sessions yet: the panel opens with none picked."""
+
+    def sessions(self) -> list[dict[str, Any]]:
+        return []
+
+    def durable_sessions(self) -> list[dict[str, Any]]:
+        return []
+
+
+async def test_the_panel_s_hints_fit_an_80_column_terminal(
+    sample_path: Path, open_app: Callable[..., ExplorerApp]
+) -> None:
+    """Next to the sessions table an 80-column terminal leaves the chat ~35 cells: its hints fit whole."""
+    app = open_app(sample_path, read_only=True, host=EmptyHost(), start="host")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, HostScreen) and screen.session is None
+        title = screen.query_one("#host-session-title", Static)
+        shown = str(title.render())
+        assert "new session" in shown and cell_len(shown) <= title.content_region.width, shown
+        field = screen.query_one("#host-input", Input)
+        assert cell_len(field.placeholder) <= field.content_region.width, field.placeholder
