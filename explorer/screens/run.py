@@ -263,15 +263,20 @@ class RunScreen(Screen[None]):
         calls = [s for s in data.stages if s.kind == "inference"]
         per_call = [int(s.attributes.get("input_tokens", 0) or 0) + int(s.attributes.get("output_tokens", 0) or 0)
                     for s in calls]
-        used = f"{tokens(run.tokens_in + run.tokens_out)} tok"
+        split = ""
         if len(calls) > 1 and any(per_call):
-            used += f" ({' + '.join(tokens(n) for n in per_call)} in {len(calls)} model calls)"
-        head.append(f" · {clock(run.started_at)} · {used} · {cost(run.cost)}")
+            split = f" ({' + '.join(tokens(n) for n in per_call)} in {len(calls)} model calls)"
+        head.append(f" · {clock(run.started_at)} · {tokens(run.tokens_in + run.tokens_out)} tok")
+        tail = Text(f" · {cost(run.cost)}" if run.cost else "")  # nothing charged: no bare '-'
         if run.session_id:
             position = self.session.index(run.id) + 1 if run.id in self.session else 0
-            head.append(f" · {run.session_id}", style="dim")
+            tail.append(f" · {run.session_id}", style="dim")
             if position:
-                head.append(f" {position}/{len(self.session)}", style="dim")
+                tail.append(f" {position}/{len(self.session)}", style="dim")
+        # the per-call split is the first to give way: the cost and the session ([ ] moves in it) stay
+        if head.cell_len + len(split) + tail.cell_len <= width:
+            head.append(split)
+        head.append_text(tail)
         head.truncate(width, overflow="ellipsis")
         qa = Text()
         full = width

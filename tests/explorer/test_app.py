@@ -168,3 +168,23 @@ async def test_search_and_status_filter_narrow_the_table(
         await pilot.press("f")  # only this run's session
         await settle(pilot)
         assert table.where.session_id == "trip-7f3a"
+
+
+async def test_an_80_column_run_title_keeps_the_cost_and_the_session_over_the_per_call_tokens(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, settle: Any
+) -> None:
+    """The per-call token split is what gives way when the title's first line does not fit."""
+    app = open_app(sample_path, read_only=True, run_id="r-000002")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen) and screen.data is not None
+        run = screen.data.run
+        head = str(screen.query_one("#run-title").render()).splitlines()[0]
+        assert "$" in head and run.session_id and run.session_id in head, head
+        assert "…" not in head and "model calls" not in head, head
+    wide = open_app(sample_path, read_only=True, run_id="r-000002")
+    async with wide.run_test(size=(140, 30)) as pilot:
+        await settle(pilot)
+        head = str(wide.screen.query_one("#run-title").render()).splitlines()[0]
+        assert "in 2 model calls)" in head, head
