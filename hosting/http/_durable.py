@@ -84,8 +84,11 @@ def durable_router(durable: DurableHost) -> APIRouter:
     async def abort(session_id: SessionId) -> dict[str, Any]:
         return {"session_id": session_id, "aborted": await durable.abort(session_id)}
 
-    @router.post("/{session_id}/compact", summary="Compact the conversation through the provider")
+    @router.post("/{session_id}/compact", summary="Compact the conversation through the provider",
+                 responses={404: {"description": "No durable session with this id is stored."}})
     async def compact(session_id: SessionId) -> dict[str, Any]:
+        if not await durable.stored(session_id):  # (compacting would create it, empty)
+            raise SessionNotFoundError(session_id, what="so there is nothing to compact", listing="GET /v1/durable")
         try:
             await durable.compact(session_id)
         except CompactionError as exc:

@@ -74,6 +74,18 @@ async def test_steer_send_and_the_queues_over_http() -> None:
         await lifespan.__aexit__(None, None, None)
 
 
+async def test_compacting_a_session_never_stored_is_404_and_creates_nothing() -> None:
+    durable = DurableHost(factory(FunctionModel(echo)), InMemoryPersistence())
+    client, lifespan = await client_for(durable)
+    try:
+        reply = await client.post("/v1/durable/never-seen/compact")
+        assert reply.status_code == 404 and "never-seen" in reply.text, reply.text
+        assert (await client.get("/v1/durable/never-seen")).status_code == 404  # still not there
+    finally:
+        await client.aclose()
+        await lifespan.__aexit__(None, None, None)
+
+
 @pytest.mark.parametrize("path, body, status, match", [
     ("/v1/durable/bad id/send", {"text": "x"}, 422, "session_id: session id 'bad id' must be 1-200 ASCII letters"),
     ("/v1/durable/ok/send", {"text": ""}, 422, ""),
