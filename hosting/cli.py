@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from agent import Agent
-from tracer import DEFAULT_PATH, Durability, Recorder, Store
+from tracer import DEFAULT_PATH, Durability, Recorder, RedactionPolicy, Store
 
 from .errors import HostingError
 from .sessions import DEFAULT_CACHE_BYTES, DuckDBSessions, InMemorySessions, PostgresSessions, SessionStore
@@ -39,6 +39,23 @@ def host_token(token: str | None) -> str | None:
         raise click.BadParameter("an empty token would refuse every request: give one, or leave --token and "
                                  "FOOTPRINT_TOKEN unset for a host without one", param_hint="--token")
     return token
+
+
+class _HostTokenPolicy(RedactionPolicy):
+    """The default policy, and the host's own token masked wherever it appears (a client may paste
+    it into a message; a short one, or one without "Bearer ", escapes the default patterns). The
+    stored description names it instead of holding it."""
+
+    def describe(self) -> dict[str, Any]:
+        described = super().describe()
+        described["patterns"] = [*described["patterns"][:-1], "<the host's --token>"]
+        return described
+
+
+def host_redaction(token: str | None) -> RedactionPolicy | None:
+    """What the host's recorder and session store mask: the default policy (None), plus ``token``
+    when the host requires one. (Each gets a policy of its own: a policy's caches are not shared.)"""
+    return None if token is None else _HostTokenPolicy.with_extra(patterns=[re.escape(token)])
 
 
 def agent_builder(spec: str) -> tuple[Callable[[Recorder], Agent], str]:
@@ -99,25 +116,26 @@ def _is_postgres_dsn(spec: str) -> bool:
 
 
 def _sessions_store(
-    spec: str, store: Store, schema: str = "public", cache_mb: int = DEFAULT_CACHE_MB
+    spec: str, store: Store, schema: str = "public", cache_mb: int = DEFAULT_CACHE_MB,
+    policy: RedactionPolicy | None = None,
 ) -> SessionStore:
     cache_bytes = cache_mb * 1024 * 1024
     if spec == "duckdb":
-        return DuckDBSessions(store, cache_bytes=cache_bytes)
+        return DuckDBSessions(store, cache_bytes=cache_bytes, policy=policy)
     if spec == "memory":
-        return InMemorySessions()
+        return InMemorySessions(policy=policy)
     if _is_postgres_dsn(spec):
-        return _postgres_sessions(spec, schema, cache_mb)
+        return _postgres_sessions(spec, schema, cache_mb, policy)
     if Path(spec).resolve() == Path(store.path).resolve():
-        return DuckDBSessions(store, cache_bytes=cache_bytes)
-    return DuckDBSessions(path=spec, cache_bytes=cache_bytes)
+        return DuckDBSessions(store, cache_bytes=cache_bytes, policy=policy)
+    return DuckDBSessions(path=spec, cache_bytes=cache_bytes, policy=policy)
 
 
-def _postgres_sessions(dsn: str, schema: str, cache_mb: int) -> PostgresSessions:
+def _postgres_sessions(dsn: str, schema: str, cache_mb: int, policy: RedactionPolicy | None = None) -> PostgresSessions:
     """The PostgreSQL session store, once it is reached: a host that cannot store a turn does not
     start (SessionStoreError: exit 1)."""
     try:
-        sessions = PostgresSessions(dsn, schema=schema, cache_bytes=cache_mb * 1024 * 1024)
+        sessions = PostgresSessions(dsn, schema=schema, cache_bytes=cache_mb * 1024 * 1024, policy=policy)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--sessions-schema") from None
     sessions.check_reachable()
@@ -180,7 +198,7 @@ def serve_command(
     sock = _bind(bind, port)
     serve_gateway = with_gateway or bool(agents_seed)
     try:
-        reached = (_postgres_sessions(sessions_spec, sessions_schema, session_cache_mb)
+        reached = (_postgres_sessions(sessions_spec, sessions_schema, session_cache_mb, host_redaction(token))
                    if _is_postgres_dsn(sessions_spec) else None)
         seed = _seed_file(agents_seed) if serve_gateway else None
         agents_postgres = _postgres_agents(agents_store) if serve_gateway and _is_postgres_dsn(agents_store) else None
@@ -189,10 +207,10 @@ def serve_command(
         sock.close()
         raise
     try:
-        recorder = Recorder(store, durability=Durability(durability))
+        recorder = Recorder(store, durability=Durability(durability), redaction=host_redaction(token))
         first = _first_agent(build, agent_spec, recorder)
         sessions = reached if reached is not None else _sessions_store(sessions_spec, store, sessions_schema,
-                                                                        session_cache_mb)
+                                                                        session_cache_mb, host_redaction(token))
         if shape == "shared":
             host = StandingAgent(agent=first, sessions=sessions, durability=durability,
                                  on_concurrent_invoke=on_concurrent, recordings=store, close_sessions=True,

@@ -116,3 +116,21 @@ async def test_no_secret_reaches_a_store_a_log_an_export_or_a_reply(tmp_path: Pa
         for secret in SECRETS:
             assert secret not in text, f"{secret[:6]}... found in {where}"  # ... its secrets are not
     assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0  # and the file is its owner's only
+
+
+def test_the_hosts_own_token_pasted_into_a_message_never_comes_back_nor_reaches_the_store(tmp_path: Path) -> None:
+    from tests.hosting.hostkit import host_process
+
+    token = "s3cret-tok-42"  # shorter than the default bearer pattern's 16 characters, and without 'Bearer '
+    path = tmp_path / "fp.duckdb"
+    auth = {"Authorization": f"Bearer {token}"}
+    with host_process(path, tmp_path, "--agent", "echo", "--token", token) as (proc, url):
+        reply = httpx.post(f"{url}/v1/turns", headers=auth, timeout=30,
+                           json={"message": f"the host's token is {token} (Bearer {token})", "session_id": "tok"})
+        runs = httpx.get(f"{url}/v1/sessions/tok/runs", headers=auth, timeout=30)
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert reply.status_code == 200 and "[REDACTED]" in reply.json()["answer"]
+    assert runs.status_code == 200 and runs.json()["runs"]
+    assert token not in reply.text and token not in runs.text  # nor in the redaction policy stored with the run
+    assert token not in _every_text_in(path)
