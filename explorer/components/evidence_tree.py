@@ -66,7 +66,8 @@ class EvidenceTree(Tree[EvidenceNode]):
     """The evidence tree; ``n``/``N`` move between the items that came from outside the run."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("n", "next_source", "Next source"),
+        # (the why screen's header says "n jumps to them"; in the footer it pushed `? Keys` past 80 columns)
+        Binding("n", "next_source", "Next source", show=False),
         Binding("N", "previous_source", "Prev source", show=False),
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),

@@ -273,3 +273,29 @@ async def test_at_80x24_the_footer_keeps_back_and_keys_beside_the_snapshots_own(
         await settle(pilot)
         described = [description for _, description in app.screen.keys]  # type: ignore[attr-defined]
         assert {"Search items", "Origin filter", "Copy text", "Prev run", "Next run"} <= set(described)
+
+
+async def test_every_screen_shows_the_help_key_in_its_footer_at_80_columns(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
+) -> None:
+    """`? Keys` is how a person finds every other key: the footer must not push it past the edge."""
+    from textual.widgets import Footer
+    from textual.widgets._footer import FooterKey
+
+    def help_key_fits(app: ExplorerApp) -> bool:
+        footer = app.screen.query_one(Footer)
+        helps = [key for key in footer.query(FooterKey) if key.description == "Keys"]
+        # (the command palette's label sits at the footer's right end, over whatever reaches it)
+        return bool(helps) and helps[0].region.width > 0 and helps[0].region.right <= footer.region.right - 12
+
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert help_key_fits(app), "run screen"
+        await _snapshot_of_wrong_answer(pilot, settle)
+        assert help_key_fits(app), "snapshot table"
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _why_tree_of_wrong_answer(pilot, settle)
+        assert isinstance(app.screen, WhyScreen)
+        assert help_key_fits(app), "why screen"
