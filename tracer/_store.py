@@ -56,6 +56,22 @@ def _size(value: str) -> str:
 _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
 
 
+def _refuse_a_second_open(path: str, read_only: bool) -> None:
+    """Refuse to open a file again that a store of this process holds for writing (or, to write it,
+    holds at all). DuckDB would either refuse with "a different configuration than existing
+    connections" or hand both stores one database, each with a writer thread of its own."""
+    here = os.path.realpath(path)
+    for other in list(_open_stores):
+        if other._closed or other.path == ":memory:" or os.path.realpath(other.path) != here:
+            continue
+        if not other.read_only:
+            raise StoreError(f"{path} is already open for writing in this process: use that Store (its reads see "
+                             "what it wrote) instead of opening the file again, or close it first")
+        if not read_only:
+            raise StoreError(f"{path} is open read-only in this process, so it cannot be opened for writing too: "
+                             "close that Store first (one Store that reads can write in `with store.writing():`)")
+
+
 class _OlderSchema(StoreError):
     """A store opened read-only is of an older schema: it is migrated through a writable open first."""
 
@@ -131,6 +147,8 @@ class Store(RunFinding, RunReads):
                 raise StoreError(f"no footprint store at {spath}: record a run first (footprint demo)")
             if file.exists() and file.is_dir():
                 raise NotAStoreError(f"{spath} is a directory, not a footprint store")
+        if not in_memory:
+            _refuse_a_second_open(spath, read_only)
         existed = not in_memory and Path(spath).exists()
         if existed and not read_only:
             refuse_truncated(spath)  # before a writer could touch it

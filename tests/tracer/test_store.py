@@ -593,6 +593,31 @@ def test_a_read_only_store_writes_for_a_moment_and_lets_other_readers_in_again(t
         reader.close()
 
 
+@pytest.mark.parametrize("existed", [False, True], ids=["new file", "existing file"])
+def test_a_file_open_for_writing_in_this_process_is_not_opened_again_saying_so(tmp_path: Path, existed: bool) -> None:
+    path = tmp_path / "s.duckdb"
+    if existed:
+        Store.open(path).close()
+    writer = Store.open(path)
+    try:
+        for read_only in (False, True):  # (a new file: DuckDB's "different configuration"; an existing
+            # one: a second writer thread on the same database)
+            with pytest.raises(StoreError, match=r"s\.duckdb is already open for writing in this process: use "
+                                                 r"that Store .* or close it first") as again:
+                Store.open(path, read_only=read_only)
+            assert not isinstance(again.value, NotAStoreError | StoreLockedError), "the file is fine; no process waits"
+    finally:
+        writer.close()
+    reader = Store.open(path, read_only=True)
+    try:
+        Store.open(path, read_only=True).close()  # readers share the file
+        with pytest.raises(StoreError, match="open read-only in this process, so it cannot be opened for writing"):
+            Store.open(path)
+    finally:
+        reader.close()
+    Store.open(path).close()  # once closed, it opens as before
+
+
 def test_a_locked_store_names_the_process_holding_it_and_what_to_do(tmp_path: Path) -> None:
     from tracer._lock import locked_message
 
