@@ -158,6 +158,16 @@ def test_the_help_imports_neither_the_host_the_agent_nor_the_openai_sdk(argv: li
         assert "duckdb" not in imported  # nor the store: the command table lists the commands
 
 
+@pytest.mark.parametrize("command", ["serve", "up", "explore", "sandbox", "blame", "replay"])
+def test_a_commands_help_imports_neither_the_web_stack_the_ui_nor_the_openai_sdk(command: str) -> None:
+    """The host's and the explorer's commands build their app only when they run (the agent and hosting
+    fronts import a name when it is first used): their help imports neither FastAPI nor Textual."""
+    imported = _imports_after([command, "--help"])
+    assert not imported & {"fastapi", "uvicorn", "openai", "textual"}, imported
+    if command in ("blame", "replay"):
+        assert "hosting" not in imported
+
+
 @pytest.mark.parametrize("argv", [["runs"], ["show", "last"], ["sql", "select count(*) from runs"]])
 def test_the_store_commands_import_neither_the_host_the_agent_nor_the_openai_sdk(
     argv: list[str], sample_path: Path
