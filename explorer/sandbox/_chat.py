@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from agent import Agent, AgentEvent, ConversationMemory, RunFinished, RunResult, ToolRegistry
 from agent.demo import default_provider as demo_provider
 from agent.providers import Provider
-from tracer import ItemKind, Recorder
+from tracer import ItemKind, Recorder, RedactionPolicy
 
 from ._personas import Persona, PersonaStore
 from ._tools import sandbox_registry
@@ -49,11 +49,15 @@ class SandboxChat:
             conversation.system_prompt = persona.persona  # an edited persona takes effect at once
             self.memory.put(conversation)
         self.resumed = conversation is not None and bool(conversation.messages)
+        recorder = recorder if recorder is not None else Recorder(personas.store)
+        # what the chat keeps is masked as the recordings are: a credential pasted into a message
+        # reaches neither the model nor the saved conversation (as on the host)
+        self.redaction: RedactionPolicy = recorder.redaction
         self.agent = Agent(
             persona.name, provider=provider or default_provider(), persona=persona.persona,
             discloses_ai=persona.discloses_ai, tool_names=persona.tools, registry=registry or sandbox_registry(),
             memory=self.memory, conversation_id=persona.conversation_id, session_id=persona.conversation_id,
-            recorder=recorder if recorder is not None else Recorder(personas.store),
+            recorder=recorder,
         )
 
     def history(self) -> list[ChatLine]:
@@ -72,7 +76,7 @@ class SandboxChat:
     async def stream(self, message: str) -> AsyncIterator[AgentEvent]:
         """Send ``message``; yields the run's events, the last being :class:`RunFinished`. Saves after."""
         try:
-            async for event in self.agent.stream(message):
+            async for event in self.agent.stream(self.redaction.text(message)):
                 yield event
         finally:
             await self.save()
@@ -92,5 +96,6 @@ class SandboxChat:
 
     def save_now(self) -> None:
         """Save the conversation and commit the recorded runs, blocking."""
-        self.personas.save_conversation(self.persona.id, self.memory.require(self.persona.conversation_id))
+        self.personas.save_conversation(self.persona.id, self.memory.require(self.persona.conversation_id),
+                                        self.redaction)
         self.personas.store.flush()

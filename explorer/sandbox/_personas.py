@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agent import Conversation
-from tracer import Store, new_id
+from tracer import RedactionPolicy, Store, new_id
 
 from ..errors import SandboxError
 from ._kv import KeyValue
@@ -157,6 +157,9 @@ class PersonaStore:
                 f"the saved conversation of persona {persona_id} is unreadable ({exc}); it was not resumed"
             ) from exc
 
-    def save_conversation(self, persona_id: str, conversation: Conversation) -> None:
-        """Save the persona's conversation (replacing the last save)."""
-        self.kv.put(CONVERSATIONS, persona_id, conversation.to_dict())
+    def save_conversation(self, persona_id: str, conversation: Conversation,
+                          redaction: RedactionPolicy | None = None) -> None:
+        """Save the persona's conversation (replacing the last save), masked by ``redaction`` (the
+        default policy when None): no credential a message or a reply holds is kept."""
+        policy = redaction if redaction is not None else RedactionPolicy()
+        self.kv.put(CONVERSATIONS, persona_id, policy.value(conversation.to_dict()))

@@ -80,8 +80,11 @@ def durable_router(durable: DurableHost) -> APIRouter:
     async def send(session_id: SessionId, body: QueueRequest) -> JSONResponse:
         return await queue(session_id, "send", body)
 
-    @router.post("/{session_id}/abort", summary="Cancel the active turn; queued messages stay")
+    @router.post("/{session_id}/abort", summary="Cancel the active turn; queued messages stay",
+                 responses={404: {"description": "No durable session with this id is stored."}})
     async def abort(session_id: SessionId) -> dict[str, Any]:
+        if not await durable.stored(session_id):
+            raise SessionNotFoundError(session_id, what="so there is no turn to abort", listing="GET /v1/durable")
         return {"session_id": session_id, "aborted": await durable.abort(session_id)}
 
     @router.post("/{session_id}/compact", summary="Compact the conversation through the provider",

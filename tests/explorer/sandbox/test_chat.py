@@ -10,6 +10,7 @@ import pytest
 from agent.providers import FunctionModel, ModelRequest, Provider
 from explorer import PersonaStore, SandboxChat, SandboxError
 from explorer.sandbox import default_provider, sandbox_registry
+from explorer.sandbox._personas import CONVERSATIONS
 from tracer import ItemKind, RunFilter, Store
 
 
@@ -79,3 +80,26 @@ def test_without_a_key_the_chat_uses_an_offline_model(monkeypatch: pytest.Monkey
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     provider = default_provider()
     assert "offline" in provider.name or "demo" in provider.name
+
+
+async def test_a_key_pasted_into_a_message_reaches_neither_the_model_nor_the_store(
+    personas: PersonaStore, tmp_path: Path
+) -> None:
+    key = "sk-ABCDEFGHIJKLMNOPQRSTUVWX123"
+    seen: list[str] = []
+
+    def model(request: ModelRequest) -> str:
+        seen.append(request.last_user_text())
+        return f"you said: {request.last_user_text()}"
+
+    ada = personas.create("Ada", "You are Ada.")
+    chat = SandboxChat(ada, personas, provider=FunctionModel(model))
+    result = await chat.send(f"hello, my key is {key}")
+    assert key not in result.answer and key not in seen[0] and "[REDACTED]" in seen[0]
+    personas.store.flush()
+    saved = personas.kv.get(CONVERSATIONS, ada.id)
+    assert saved is not None and key not in str(saved)
+    resumed = SandboxChat(personas.get(ada.id), personas, provider=FunctionModel(model))
+    assert all(key not in line.text for line in resumed.history())
+    personas.store.close()
+    assert key.encode() not in (tmp_path / "c.duckdb").read_bytes()

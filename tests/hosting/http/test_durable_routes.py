@@ -74,11 +74,12 @@ async def test_steer_send_and_the_queues_over_http() -> None:
         await lifespan.__aexit__(None, None, None)
 
 
-async def test_compacting_a_session_never_stored_is_404_and_creates_nothing() -> None:
+@pytest.mark.parametrize("action", ["compact", "abort"])
+async def test_compacting_or_aborting_a_session_never_stored_is_404_and_creates_nothing(action: str) -> None:
     durable = DurableHost(factory(FunctionModel(echo)), InMemoryPersistence())
     client, lifespan = await client_for(durable)
     try:
-        reply = await client.post("/v1/durable/never-seen/compact")
+        reply = await client.post(f"/v1/durable/never-seen/{action}")
         assert reply.status_code == 404 and "never-seen" in reply.text, reply.text
         assert (await client.get("/v1/durable/never-seen")).status_code == 404  # still not there
     finally:
