@@ -289,14 +289,15 @@ def _durable_host(spec: str, store: Store, build: Callable[[Recorder], Agent], r
     from .sessions import DuckDBPersistence, PostgresPersistence
 
     persistence: SessionPersistence
+    policy = recorder.redaction  # (the host's: its own --token masked too)
     if spec == "memory":
         persistence = InMemoryPersistence()
     elif _is_postgres_dsn(spec):
-        persistence = PostgresPersistence(spec, prefix="fp_durable")
+        persistence = PostgresPersistence(spec, prefix="fp_durable", policy=policy)
     elif spec == "duckdb" or Path(spec).resolve() == Path(store.path).resolve():
-        persistence = DuckDBPersistence(store, prefix="fp_durable")
+        persistence = DuckDBPersistence(store, prefix="fp_durable", policy=policy)
     else:
-        persistence = DuckDBPersistence(path=spec, prefix="fp_durable")
+        persistence = DuckDBPersistence(path=spec, prefix="fp_durable", policy=policy)
     return DurableHost(agent_factory(build, recorder), persistence)
 
 

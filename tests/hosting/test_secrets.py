@@ -134,3 +134,28 @@ def test_the_hosts_own_token_pasted_into_a_message_never_comes_back_nor_reaches_
     assert runs.status_code == 200 and runs.json()["runs"]
     assert token not in reply.text and token not in runs.text  # nor in the redaction policy stored with the run
     assert token not in _every_text_in(path)
+
+
+def test_the_hosts_own_token_sent_to_a_durable_session_is_not_stored(tmp_path: Path) -> None:
+    import time
+
+    from tests.hosting.hostkit import host_process
+
+    token = "s3cret-tok-43"
+    path = tmp_path / "fp.duckdb"
+    auth = {"Authorization": f"Bearer {token}"}
+    with host_process(path, tmp_path, "--agent", "echo", "--token", token, "--durable") as (proc, url):
+        sent = httpx.post(f"{url}/v1/durable/tok/send", headers=auth, timeout=30,
+                          json={"text": f"the host's token is {token}"})
+        assert sent.status_code == 202, sent.text
+        deadline, state = time.monotonic() + 30, {}
+        while time.monotonic() < deadline:
+            state = httpx.get(f"{url}/v1/durable/tok", headers=auth, timeout=30).json()
+            if not state.get("busy") and state.get("messages", 0) >= 2:
+                break
+            time.sleep(0.1)
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert state.get("messages", 0) >= 2, state  # the turn ran and was stored ...
+    assert token not in json.dumps(state)
+    assert token not in _every_text_in(path)  # ... with the token masked
