@@ -210,7 +210,7 @@ def show_run(
         lines.append(f"team     {len(agents)} agents: {', '.join(agents)}")
     lines.append("")
     rows = _flow_rows(data, children or {}, "", set())
-    lines += table(("#", "kind", "name", "status", "duration", ""), rows, right=(0, 4))
+    lines += table(("#", "kind", "name", "status", "duration", "detail"), rows, right=(0, 4))
     if context:
         lines += context_lines(data, width=width)
     return lines
