@@ -181,14 +181,7 @@ class Store(RunFinding, RunReads):
         except _OlderSchema as exc:
             # written by an earlier footprint: migrated (as a writer would on opening it), then read
             con.close()
-            try:
-                cls.open(spath, memory_limit=memory_limit, wait=wait).close()
-            except StoreLockedError:
-                raise
-            except StoreError as failed:
-                raise StoreError(f"{exc}, older than this footprint reads ({SCHEMA_VERSION}), and migrating it "
-                                 f"failed: {failed}") from failed
-            return cls.open(spath, read_only=True, memory_limit=memory_limit, wait=wait)
+            return cls._read_after_a_writer(spath, memory_limit, wait, older=exc)
         except BaseException:
             con.close()
             raise
@@ -196,11 +189,7 @@ class Store(RunFinding, RunReads):
             # a process recording under sync ended without closing the store: its last rows are in
             # the journal. Nobody holds the file (this open would have failed), so they go in first.
             con.close()
-            try:
-                cls.open(spath, memory_limit=memory_limit, wait=wait).close()
-            except StoreLockedError:
-                pass  # a writer took it meanwhile, and applied the journal as it opened
-            return cls.open(spath, read_only=True, memory_limit=memory_limit, wait=wait)
+            return cls._read_after_a_writer(spath, memory_limit, wait, older=None)
         if not in_memory and not read_only:
             restrict_to_owner(spath)  # conversations live here: readable by the owner only
         try:
@@ -208,6 +197,26 @@ class Store(RunFinding, RunReads):
         except BaseException:
             con.close()
             raise
+
+    @classmethod
+    def _read_after_a_writer(
+        cls, path: str, memory_limit: str | None, wait: float, *, older: _OlderSchema | None
+    ) -> Store:
+        """Open ``path`` for writing and close it (the writer migrates an older schema and applies a
+        left-over journal as it opens), then open it read-only. ``older`` is the schema a reader
+        refused: then a writer holding the file is an error (the schema is still one this footprint
+        cannot read); for a journal it is not (that writer applied the journal as it opened)."""
+        try:
+            cls.open(path, memory_limit=memory_limit, wait=wait).close()
+        except StoreLockedError:
+            if older is not None:
+                raise
+        except StoreError as failed:
+            if older is None:
+                raise
+            raise StoreError(f"{older}, older than this footprint reads ({SCHEMA_VERSION}), and migrating it "
+                             f"failed: {failed}") from failed
+        return cls.open(path, read_only=True, memory_limit=memory_limit, wait=wait)
 
     @staticmethod
     def _journal_state(
