@@ -58,6 +58,11 @@ def durable_router(durable: DurableHost) -> APIRouter:
     """The routes above, over ``durable``."""
     router = APIRouter(prefix="/v1/durable", tags=["durable sessions"])
 
+    async def require_stored(session_id: str, what: str) -> None:
+        """404 for a session never stored (acting on it would create it, empty)."""
+        if not await durable.stored(session_id):
+            raise SessionNotFoundError(session_id, what=what, listing="GET /v1/durable")
+
     async def queue(session_id: str, which: str, body: QueueRequest) -> JSONResponse:
         if not body.text.strip():
             raise HTTPException(422, "`text` must not be blank")
@@ -83,15 +88,13 @@ def durable_router(durable: DurableHost) -> APIRouter:
     @router.post("/{session_id}/abort", summary="Cancel the active turn; queued messages stay",
                  responses={404: {"description": "No durable session with this id is stored."}})
     async def abort(session_id: SessionId) -> dict[str, Any]:
-        if not await durable.stored(session_id):
-            raise SessionNotFoundError(session_id, what="so there is no turn to abort", listing="GET /v1/durable")
+        await require_stored(session_id, "so there is no turn to abort")
         return {"session_id": session_id, "aborted": await durable.abort(session_id)}
 
     @router.post("/{session_id}/compact", summary="Compact the conversation through the provider",
                  responses={404: {"description": "No durable session with this id is stored."}})
     async def compact(session_id: SessionId) -> dict[str, Any]:
-        if not await durable.stored(session_id):  # (compacting would create it, empty)
-            raise SessionNotFoundError(session_id, what="so there is nothing to compact", listing="GET /v1/durable")
+        await require_stored(session_id, "so there is nothing to compact")
         try:
             await durable.compact(session_id)
         except CompactionError as exc:
@@ -107,8 +110,7 @@ def durable_router(durable: DurableHost) -> APIRouter:
     @router.get("/{session_id}", summary="A durable session's queues and state",
                 responses={404: {"description": "No durable session with this id is stored."}})
     async def describe(session_id: SessionId) -> dict[str, Any]:
-        if not await durable.stored(session_id):
-            raise SessionNotFoundError(session_id, what="so it has no queues or state", listing="GET /v1/durable")
+        await require_stored(session_id, "so it has no queues or state")
         return durable.describe(session_id)
 
     @router.get("/{session_id}/events", response_class=StreamingResponse,
