@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import json
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -161,6 +162,9 @@ async def _one_tool(
     except Exception as exc:
         is_error = True
         content = _error_text(call, exc)
+        if loop.cut_off and isinstance(exc, ToolArgumentsError) and not _is_json(call.arguments):
+            content += (" (your response was cut off at the output token limit while writing these arguments: "
+                        "send shorter arguments, or fewer calls at once)")
         stage.set(error_type=type(exc).__name__)
     duration = (time.perf_counter() - started) * 1000
     result = results[index] = stage.output(result_item(call.id, call.name, content, is_error))
@@ -220,6 +224,14 @@ def tool_context(loop: RunLoop, call: ToolCall, stage: StageRecording, *, confir
 def result_item(call_id: str, name: str, content: str, is_error: bool) -> Item:
     """A tool result item."""
     return Item(ItemKind.TOOL_RESULT, {"call_id": call_id, "name": name, "content": content, "is_error": is_error})
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _error_text(call: ToolCall, exc: Exception) -> str:

@@ -34,6 +34,7 @@ from tracer import (
     StageStatus,
 )
 
+from ._accept import accepted
 from ._batch import result_item, run_batch
 from ._driver import LoopDriver
 from ._events import AgentEvent, InferenceFinished, PauseState, RunResult, TextDeltaEvent
@@ -86,6 +87,8 @@ class RunLoop:
         self.hook_errors: list[str] = []
         self.session = agent.session_id or agent.conversation_id
         self.error_stage: str | None = None  # the id of the error stage of a run that failed
+        #: the latest response stopped at the output token limit: a call's arguments may be cut off
+        self.cut_off = False
 
     # ------------------------------------------------------------------ entry
 
@@ -342,6 +345,7 @@ class RunLoop:
                 raise _Stop("max_tool_calls",
                             f"agent {agent.name} would exceed its limit of {agent.max_tool_calls} tool calls "
                             f"({self.tool_calls} made, {len(call_items)} more requested)", call_items)
+            self.cut_off = response.finish_reason == "length"
             after = await self.tool_batch(ctx, inference, list(calls), call_items, {})
             edge = EdgeKind.JOIN
             await self.hook("after_turn", ctx)
@@ -376,7 +380,7 @@ class RunLoop:
             stage.inputs(context, dropped=self.dropped_prompt)
         await self.hook("before_inference", ctx, request)
         try:
-            response = await self._call_provider(request)
+            response, replaced_ids = accepted(await self._call_provider(request), agent.provider.name, self.turns)
         except BaseException as exc:
             stage.set(turn=self.turns)
             _record_routing(stage, getattr(exc, "route", None), getattr(exc, "attempts", None))
@@ -398,6 +402,8 @@ class RunLoop:
                   response_id=response.response_id, input_tokens=usage.input_tokens,
                   output_tokens=usage.output_tokens, cached_tokens=usage.cached_tokens, turn=self.turns,
                   cost=cost_of(self.model, usage, agent.prices))
+        if replaced_ids:
+            stage.set(call_ids_replaced=replaced_ids)
         if response.route is not None or response.attempts:
             _record_routing(stage, response.route, response.attempts)
         stage.close()
