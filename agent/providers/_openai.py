@@ -38,10 +38,9 @@ from ._base import (
     ResponseDone,
     StreamEvent,
     TextDelta,
-    ToolCall,
-    Usage,
     check_real_model_allowed,
 )
+from ._openai_wire import StreamAssembly, read_completion, shorten
 
 if TYPE_CHECKING:  # the SDK takes ~0.8 s to import: done when a provider is first made
     import openai
@@ -208,7 +207,7 @@ class OpenAIProvider(Provider):
         attempt = 0
         while True:
             emitted = False
-            assembly = _StreamAssembly(model)
+            assembly = StreamAssembly(model, self.name, self.base_url)
             try:
                 chunks = await self._client.chat.completions.create(**kwargs)
                 async with chunks:  # closes the connection when the caller stops early
@@ -223,7 +222,7 @@ class OpenAIProvider(Provider):
                 await self._before_retry(self._cut_short(exc, model, assembly), model, attempt, retry=not emitted)
                 attempt += 1
 
-    def _cut_short(self, exc: Exception, model: str, assembly: _StreamAssembly) -> Exception:
+    def _cut_short(self, exc: Exception, model: str, assembly: StreamAssembly) -> Exception:
         """A connection lost after chunks came is a stream cut short (it did reach the server)."""
         import openai
 
@@ -270,6 +269,7 @@ class OpenAIProvider(Provider):
     async def _before_retry(self, exc: Exception, model: str, attempt: int, *, retry: bool = True) -> None:
         """Wait before retry ``attempt + 1`` — or raise our error for ``exc`` when it is final."""
         error, retry_after = self._provider_error(exc, model)
+        self._mask_key(error)
         delay = self._retry_delay(error, retry_after, attempt) if retry else None
         if delay is None:
             if error is exc:
@@ -278,6 +278,14 @@ class OpenAIProvider(Provider):
         if self.on_retry is not None:
             self.on_retry(attempt + 1, delay, error)
         await self._sleep(delay)
+
+    def _mask_key(self, error: ProviderError) -> None:
+        """Take this provider's own key out of ``error``'s message: a server may quote the key it
+        refused, and a key not shaped like ``sk-...`` is one the redaction patterns cannot know."""
+        key = getattr(self._client, "api_key", None)
+        if isinstance(key, str) and len(key) >= 8 and error.args and isinstance(error.args[0], str) \
+                and key in error.args[0]:
+            error.args = (error.args[0].replace(key, "[REDACTED]"), *error.args[1:])
 
     def _provider_error(self, exc: Exception, model: str) -> tuple[ProviderError, float | None]:
         """Our error for an SDK (or parsing) exception, and the server's Retry-After if it sent one.
@@ -338,124 +346,7 @@ class OpenAIProvider(Provider):
         return arguments
 
     def _response(self, completion: Any, model: str) -> ModelResponse:
-        choices = getattr(completion, "choices", None)
-        choice = choices[0] if isinstance(choices, list) and choices else None
-        message = getattr(choice, "message", None)
-        if message is None:
-            raise ProviderResponseError(
-                f"{self.name} ({model}): the response from {self.base_url} has no choices[0].message: "
-                f"{_shorten(repr(completion))}",
-                provider=self.name,
-            )
-        # a call without a function (or its name) is kept: the loop tells the model no such tool exists
-        tool_calls = tuple(
-            ToolCall(id=getattr(call, "id", None) or "", name=getattr(function, "name", None) or "",
-                     arguments=_argument_text(getattr(function, "arguments", None)))
-            for call in getattr(message, "tool_calls", None) or ()
-            for function in [getattr(call, "function", None)]
-        )
-        finish = getattr(choice, "finish_reason", None) or ("tool_calls" if tool_calls else "stop")
-        return ModelResponse(
-            text=getattr(message, "content", None) or "",
-            tool_calls=tool_calls,
-            finish_reason=finish,
-            usage=_usage(getattr(completion, "usage", None)),
-            model=getattr(completion, "model", None) or model,
-            response_id=getattr(completion, "id", None),
-            provider=self.name,
-        )
-
-
-class _StreamAssembly:
-    """Accumulates stream chunks: text, tool-call fragments by index, finish reason and usage."""
-
-    def __init__(self, model: str) -> None:
-        self.model = model
-        self.response_id: str | None = None
-        self.text: list[str] = []
-        self.calls: dict[int, dict[str, str]] = {}
-        self.finish_reason: str | None = None
-        self.usage = Usage()
-        self.chunks = 0
-
-    def add(self, chunk: Any) -> str:
-        """Take one chunk in; return its new text ("" when it carries none)."""
-        self.chunks += 1
-        self.response_id = self.response_id or getattr(chunk, "id", None)
-        self.model = getattr(chunk, "model", None) or self.model
-        if getattr(chunk, "usage", None) is not None:
-            self.usage = _usage(chunk.usage)
-        text = ""
-        for choice in getattr(chunk, "choices", None) or ():
-            if getattr(choice, "index", 0) not in (0, None):  # we ask for one choice; ignore others
-                continue
-            delta = getattr(choice, "delta", None)
-            if delta is not None:
-                text += getattr(delta, "content", None) or ""
-                for call in getattr(delta, "tool_calls", None) or ():
-                    self._add_call(call)
-            self.finish_reason = getattr(choice, "finish_reason", None) or self.finish_reason
-        if text:
-            self.text.append(text)
-        return text
-
-    def _add_call(self, delta: Any) -> None:
-        # The first fragment of a call carries its id and name; later ones only argument text.
-        index = delta.index if isinstance(getattr(delta, "index", None), int) else len(self.calls)
-        call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
-        if getattr(delta, "id", None) and not call["id"]:
-            call["id"] = delta.id
-        function = getattr(delta, "function", None)
-        if function is not None:
-            if getattr(function, "name", None):
-                call["name"] = function.name  # some servers repeat the name in every fragment
-            call["arguments"] += _argument_text(getattr(function, "arguments", None))
-
-    def response(self) -> ModelResponse:
-        """The whole response the chunks describe."""
-        if self.chunks == 0:
-            raise ProviderResponseError(
-                f"openai ({self.model}): the stream ended without a single chunk (a server that ignores "
-                f"stream=true and answers with one JSON body sends none: it must stream server-sent events)",
-                provider="openai"
-            )
-        if self.finish_reason is None:  # the connection closed early: what came is not the whole response
-            raise ProviderConnectionError(
-                f"openai ({self.model}): the stream ended before the response was complete (no finish_reason "
-                f"after {self.chunks} chunk(s))", provider="openai"
-            )
-        tool_calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in (self.calls[i] for i in sorted(self.calls)))
-        return ModelResponse(
-            text="".join(self.text),
-            tool_calls=tool_calls,
-            finish_reason=self.finish_reason or ("tool_calls" if tool_calls else "stop"),
-            usage=self.usage,
-            model=self.model,
-            response_id=self.response_id,
-            provider="openai",
-        )
-
-
-def _argument_text(value: Any) -> str:
-    """A call's arguments as the JSON text the loop parses: a server that sends them as an object
-    (the wire format says a string) has it written back as JSON; none is ""."""
-    if value is None or isinstance(value, str):
-        return value or ""
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def _usage(usage: Any) -> Usage:
-    if usage is None:
-        return Usage()
-    details = getattr(usage, "prompt_tokens_details", None)
-    return Usage(
-        input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-        cached_tokens=int(getattr(details, "cached_tokens", 0) or 0),
-    )
+        return read_completion(completion, model=model, provider=self.name, base_url=self.base_url)
 
 
 def _error_detail(exc: openai.APIStatusError) -> str:
@@ -463,9 +354,6 @@ def _error_detail(exc: openai.APIStatusError) -> str:
     inner = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else exc.body
     if isinstance(inner, dict) and isinstance(inner.get("message"), str):
         inner = inner["message"]
-    return _shorten(exc.message if inner is None else str(inner))
+    return shorten(exc.message if inner is None else str(inner))
 
 
-def _shorten(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
