@@ -313,9 +313,17 @@ def test_whatever_the_server_sends_the_run_ends_clearly(
         assert isinstance(inferences[-1].attributes.get("finish_reason"), str)
 
 
-def test_the_key_reached_neither_the_store_nor_the_logs(store: Store, logged: Logged) -> None:
-    """Runs after the generated runs (module order): the key they were sent, and some errors quoted
-    back, is in no stored value and no log line."""
+def test_the_key_reached_neither_the_store_nor_the_logs(server: OpenAIServer, store: Store, logged: Logged) -> None:
+    """The key every run sent, and that some errors quoted back, is in no stored value and no log
+    line — of these runs, and of the generated ones before them (module order)."""
+    quoted = f"Incorrect API key provided: {KEY}"
+    for stream, reply in [(False, OpenAIServer.error(401, quoted)), (False, OpenAIServer.json({"error": {"message": quoted}})),
+                          (True, OpenAIServer.sse([{"error": {"message": quoted}}]))]:
+        with server._lock:
+            server.replies.clear()
+        server.script(*[reply] * (MAX_RETRIES + 1))  # a 200 error without a code is retried as a server's
+        result, _ = asyncio.run(run_against(server, store, stream))
+        assert result.status == "failed" and "[REDACTED]" in (result.error or "")
     store.flush()
     tables = [name for (name,) in store.query(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'BASE TABLE'")]
