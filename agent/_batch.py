@@ -37,6 +37,7 @@ from .tools import (
     ToolContext,
     ToolUseError,
     govern,
+    message_of,
     result_text,
 )
 
@@ -240,4 +241,4 @@ def _error_text(call: ToolCall, exc: Exception) -> str:
     if isinstance(exc, ToolNotFoundError | ToolArgumentsError | ToolRejectedError | ToolTimeoutError
                   | PermissionDeniedError | ToolUseError | SandboxError):
         return f"Error: {exc}"
-    return f"Error: {call.name} failed: {type(exc).__name__}: {exc}"
+    return f"Error: {call.name} failed: {type(exc).__name__}: {message_of(exc)}"

@@ -36,7 +36,7 @@ from ._permissions import (
 from ._ratelimit import SlidingWindow
 from ._registry import ToolRegistry
 from ._sandbox import DenoSandbox, SandboxLimits, SandboxResult, find_deno
-from ._tool import PauseRun, Tool, result_text, tool
+from ._tool import PauseRun, Tool, message_of, result_text, tool
 from .errors import (
     CodeValidationError,
     PermissionDeniedError,
@@ -79,6 +79,7 @@ __all__ = [
     "enforce",
     "find_deno",
     "govern",
+    "message_of",
     "meta_tools",
     "permission_checker",
     "permissive_checker",

@@ -8,12 +8,18 @@ decides and explains whenever it is not sure).
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
+import datetime
+import decimal
 import enum
 import inspect
+import json
+import pathlib
 import re
 import types
 import typing
+import uuid
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -73,45 +79,72 @@ def surely_valid(schema: Any, value: Any) -> bool:
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Returns?|Yields?|Raises|Examples?|Notes?|See Also):\s*$")
 _ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _SPHINX_PARAM = re.compile(r"^:param\s+(?:[\w\[\], |]+\s+)?(\w+):\s*(.*)$")
+# NumPy style: a section's name underlined with dashes; a parameter is 'name : type' (or 'a, b : type')
+_NUMPY_SECTION = re.compile(r"^(Parameters|Other Parameters|Returns|Yields|Receives|Raises|Warns|Warnings|"
+                            r"See Also|Notes|References|Examples|Attributes|Methods)$")
+_NUMPY_PARAM = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
+_PARAMETER_SECTIONS = ("Args", "Arguments", "Parameters", "Params", "Other Parameters")
 
 
-def docstring_parts(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
+def docstring_parts(fn: Callable[..., Any], doc: str | None = None) -> tuple[str, dict[str, str]]:
     """The description (text before the first section) and each parameter's description.
 
-    Reads Google style (``Args:`` then ``name: text``, continuation lines indented deeper) and
-    Sphinx style (``:param name: text``).
+    Reads Google style (``Args:`` then ``name: text``, continuation lines indented deeper), NumPy
+    style (``Parameters`` underlined with dashes, then ``name : type`` and the text indented below)
+    and Sphinx style (``:param name: text``). ``doc``: the docstring to read instead of ``fn``'s.
     """
-    doc = inspect.getdoc(fn) or ""
+    doc = inspect.cleandoc(doc) if doc is not None else inspect.getdoc(fn) or ""
     description: list[str] = []
     params: dict[str, str] = {}
     section: str | None = None
-    current: str | None = None
-    for line in doc.splitlines():
+    numpy = False
+    current: list[str] = []
+    lines = doc.splitlines()
+    for n, line in enumerate(lines):
         stripped = line.strip()
+        if numpy_header(lines, n):
+            section, numpy, current = stripped, True, []
+            continue
+        if numpy and set(stripped) == {"-"} and n and numpy_header(lines, n - 1):
+            continue  # the header's underline
         header = _SECTION.match(stripped) if not line.startswith(" ") else None
         if header:
-            section, current = header.group(1), None
+            section, numpy, current = header.group(1), False, []
             continue
         sphinx = _SPHINX_PARAM.match(stripped)
         if sphinx:
-            section, current = "Sphinx", sphinx.group(1)
-            params[current] = sphinx.group(2).strip()
+            section, current = "Sphinx", [sphinx.group(1)]
+            params[sphinx.group(1)] = sphinx.group(2).strip()
             continue
         if stripped.startswith(":") and section in (None, "Sphinx"):
-            section, current = "Sphinx", None  # :returns:, :raises: ... end the description
+            section, current = "Sphinx", []  # :returns:, :raises: ... end the description
             continue
         if section is None:
             description.append(stripped)
-        elif section in ("Args", "Arguments", "Parameters", "Params"):
+        elif section in _PARAMETER_SECTIONS and numpy:
+            match = _NUMPY_PARAM.match(line)  # unindented: a parameter; indented: its text
+            if match:
+                current = [name.strip().lstrip("*") for name in match.group(1).split(",")]
+                params.update({name: "" for name in current})
+            elif stripped:
+                for name in current:
+                    params[name] = f"{params[name]} {stripped}".strip()
+        elif section in _PARAMETER_SECTIONS:
             match = _ARG_LINE.match(stripped)
             if match and len(line) - len(line.lstrip()) <= 4:
-                current = match.group(1).lstrip("*")
-                params[current] = match.group(2).strip()
+                current = [match.group(1).lstrip("*")]
+                params[current[0]] = match.group(2).strip()
             elif current and stripped:
-                params[current] = f"{params[current]} {stripped}".strip()
+                params[current[0]] = f"{params[current[0]]} {stripped}".strip()
         elif section == "Sphinx" and current and stripped:
-            params[current] = f"{params[current]} {stripped}".strip()
-    return "\n".join(_paragraphs(description)), params
+            params[current[0]] = f"{params[current[0]]} {stripped}".strip()
+    return "\n".join(_paragraphs(description)), {k: v for k, v in params.items() if v}
+
+
+def numpy_header(lines: list[str], n: int) -> bool:
+    """True when line ``n`` is a NumPy-style section header (its name, then a line of dashes)."""
+    return (n + 1 < len(lines) and not lines[n].startswith(" ") and bool(_NUMPY_SECTION.match(lines[n].strip()))
+            and set(lines[n + 1].strip()) == {"-"})
 
 
 def _paragraphs(lines: list[str]) -> list[str]:
@@ -126,18 +159,66 @@ def _paragraphs(lines: list[str]) -> list[str]:
     return out
 
 
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` or null."""
     kind = schema.get("type")
     if isinstance(kind, str) and set(schema) <= {"type", "items", "additionalProperties"}:
         return {**schema, "type": [kind, "null"]}
     return {"anyOf": [schema, {"type": "null"}]}
 
 
+class NoSchema(TypeError):
+    """An annotation no JSON value can stand for (a callable, a class JSON has no shape for)."""
+
+    def __init__(self, annotation: Any) -> None:
+        super().__init__(annotation_text(annotation))
+        self.annotation = annotation
+
+
+def annotation_text(annotation: Any) -> str:
+    """An annotation as a reader writes it: ``Session``, ``list[int]``, ``Callable[[int], int]``."""
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__qualname__
+    return repr(annotation).replace("typing.", "").replace("collections.abc.", "")
+
+
+# Standard library types a JSON string or number carries: (schema, how the value becomes the type).
+# datetime comes before date: it is one.
+_TEXT_TYPES: tuple[tuple[type, dict[str, Any], Callable[[Any], Any] | None], ...] = (
+    (datetime.datetime, {"type": "string", "format": "date-time"}, datetime.datetime.fromisoformat),
+    (datetime.date, {"type": "string", "format": "date"}, datetime.date.fromisoformat),
+    (datetime.time, {"type": "string", "format": "time"}, datetime.time.fromisoformat),
+    (uuid.UUID, {"type": "string", "format": "uuid"}, uuid.UUID),
+    (pathlib.PurePath, {"type": "string"}, None),  # None: the annotated class itself (Path, PurePosixPath...)
+    (bytes, {"type": "string"}, lambda value: value.encode()),
+    (decimal.Decimal, {"type": "number"}, lambda value: decimal.Decimal(str(value))),
+)
+# Abstract containers a function may be annotated with; it receives a list or a dict.
+_SEQUENCES = (collections.abc.Sequence, collections.abc.MutableSequence, collections.abc.Iterable,
+              collections.abc.Collection, collections.abc.Set, collections.abc.MutableSet)
+_MAPPINGS = (collections.abc.Mapping, collections.abc.MutableMapping)
+
+
+def _text_type(annotation: Any) -> tuple[dict[str, Any], Callable[[Any], Any]] | None:
+    if not isinstance(annotation, type):
+        return None
+    for cls, schema, convert in _TEXT_TYPES:
+        if issubclass(annotation, cls):
+            return dict(schema), convert or annotation
+    return None
+
+
+def _literal_value(option: Any) -> Any:
+    return option.value if isinstance(option, enum.Enum) else option
+
+
 def schema_of(annotation: Any, _seen: frozenset[type] = frozenset()) -> dict[str, Any]:
-    """The JSON schema of a parameter annotation ({} for Any or a type it cannot describe).
+    """The JSON schema of a parameter annotation ({} for Any, ``object`` or a type variable).
 
     A dataclass or a TypedDict is an object of its fields (a field of its own type, a tree, is an
-    object of any shape); a pydantic model is its own JSON schema with its definitions inlined.
+    object of any shape); a pydantic model is its own JSON schema with its definitions inlined; a
+    date, a time, a UUID or a path is a string, a Decimal a number. :class:`NoSchema` when no JSON
+    value can stand for the annotation (a callable, a class of no known shape).
     """
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
@@ -147,7 +228,10 @@ def schema_of(annotation: Any, _seen: frozenset[type] = frozenset()) -> dict[str
         if notes:
             described["description"] = " ".join(notes)
         return described
-    simple = {str: "string", bool: "boolean", int: "integer", float: "number"}
+    supertype = getattr(annotation, "__supertype__", None)  # a typing.NewType
+    if supertype is not None:
+        return schema_of(supertype, _seen)
+    simple = {str: "string", bool: "boolean", int: "integer", float: "number", type(None): "null", None: "null"}
     if annotation in simple:
         return {"type": simple[annotation]}
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
@@ -156,16 +240,19 @@ def schema_of(annotation: Any, _seen: frozenset[type] = frozenset()) -> dict[str
         return _inlined(annotation.model_json_schema())
     if _is_record_class(annotation):
         return _object_schema(annotation, _seen)
+    if (text := _text_type(annotation)) is not None:
+        return text[0]
     if origin is typing.Literal:
-        return {"enum": list(args)}
+        return {"enum": [_literal_value(a) for a in args]}
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         return {"type": "array", "items": schema_of(args[0], _seen)}
     if origin is tuple and args:
         return {"type": "array", "prefixItems": [schema_of(a, _seen) for a in args], "minItems": len(args),
                 "maxItems": len(args)}
-    if origin in (list, tuple, set, frozenset) or annotation in (list, tuple, set, frozenset):
+    container = origin or annotation
+    if container in (list, tuple, set, frozenset, *_SEQUENCES):
         return {"type": "array", "items": schema_of(args[0], _seen) if args else {}}
-    if origin is dict or annotation is dict:
+    if container in (dict, *_MAPPINGS):
         schema: dict[str, Any] = {"type": "object"}
         if len(args) == 2 and args[1] is not Any:
             schema["additionalProperties"] = schema_of(args[1], _seen)
@@ -173,7 +260,11 @@ def schema_of(annotation: Any, _seen: frozenset[type] = frozenset()) -> dict[str
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]
         inner = schema_of(options[0], _seen) if len(options) == 1 else {"anyOf": [schema_of(a, _seen) for a in options]}
-        return _nullable(inner) if len(options) < len(args) else inner
+        return nullable(inner) if len(options) < len(args) else inner
+    if annotation is Any or annotation is object or isinstance(annotation, typing.TypeVar):
+        return {}
+    if origin is not None or isinstance(annotation, type) or callable(annotation):
+        raise NoSchema(annotation)  # Callable[...], type[X], a class: nothing a model can write
     return {}
 
 
@@ -206,7 +297,7 @@ def _object_schema(cls: type, seen: frozenset[type]) -> dict[str, Any]:
         names = [f.name for f in fields]
         required = [f.name for f in fields
                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-        defaults = {f.name: f.default for f in fields if f.default not in (dataclasses.MISSING, None)}
+        defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING and f.default is not None}
     else:
         names = list(hints)
         required = [n for n in names if n in getattr(cls, "__required_keys__", ())]
@@ -214,12 +305,52 @@ def _object_schema(cls: type, seen: frozenset[type]) -> dict[str, Any]:
     for name in names:
         properties[name] = schema_of(hints.get(name, Any), seen | {cls})
         if name in defaults:
-            default = defaults[name]
-            properties[name]["default"] = default.value if isinstance(default, enum.Enum) else default
+            with_default(properties[name], defaults[name])
     out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:
         out["required"] = required
     return out
+
+
+def json_value(value: Any) -> Any:
+    """``value`` as JSON says it, for what JSON has no type for: an enum member as its value, a
+    date or a time in ISO 8601, a UUID, a path or a Decimal as text or a number, a tuple or a set as a
+    list, bytes as text, a dataclass or a pydantic model as its fields. Anything else as it is."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID | pathlib.PurePath):
+        return str(value)
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.decode(errors="backslashreplace")
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if is_pydantic(type(value)):
+        return value.model_dump(mode="json")
+    return value
+
+
+def with_default(schema: dict[str, Any], default: Any) -> None:
+    """Show ``default`` in ``schema`` when JSON can say it (see :func:`json_value`); a default of
+    another kind — an object, NaN — is left out: the function still applies it when the argument is
+    not given."""
+    try:
+        text = json.dumps(default, allow_nan=False, default=_json_or_fail)
+    except (TypeError, ValueError, RecursionError):
+        return
+    schema["default"] = json.loads(text)
+
+
+def _json_or_fail(value: Any) -> Any:
+    converted = json_value(value)
+    if converted is value:
+        raise TypeError(f"{type(value).__name__} is not JSON")
+    return converted
 
 
 def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
@@ -253,17 +384,29 @@ def converter_of(annotation: Any) -> Callable[[Any], Any] | None:
     args = typing.get_args(annotation)
     if origin is typing.Annotated:
         return converter_of(args[0])
+    supertype = getattr(annotation, "__supertype__", None)  # a typing.NewType
+    if supertype is not None:
+        return converter_of(supertype)
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return annotation
     if is_pydantic(annotation):
         return cast(Callable[[Any], Any], annotation.model_validate)
     if _is_record_class(annotation):
         return _object_converter(annotation)
+    if (text := _text_type(annotation)) is not None:
+        return text[1]
+    if origin is typing.Literal and any(isinstance(a, enum.Enum) for a in args):
+        members = {_literal_value(a): a for a in args}
+        return lambda value: members.get(value, value)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]
         inner = converter_of(options[0]) if len(options) == 1 else None
         return None if inner is None else (lambda value: None if value is None else inner(value))
     container = origin or annotation
+    if container in _SEQUENCES:
+        container = list
+    if container in _MAPPINGS:
+        container = dict
     if container is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
         each = [converter_of(a) or _same for a in args]
         return lambda value: tuple(convert(v) for convert, v in zip(each, value, strict=False))

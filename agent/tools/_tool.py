@@ -11,13 +11,11 @@ derives all of it from a typed Python function and its docstring.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import enum
 import inspect
 import json
 import logging
 import re
-import typing
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, Unpack, overload
@@ -29,7 +27,8 @@ from tracer.errors import json_kind
 
 from ..errors import ToolArgumentsError, ToolExitedError, ToolTimeoutError, UserError
 from ._context import ToolContext
-from ._schema import converter_of, docstring_parts, is_pydantic, schema_of, surely_valid
+from ._schema import json_value, surely_valid
+from ._signature import _target, call_arguments, declare
 from ._threads import in_thread
 
 #: execute(arguments) -> result, or execute(arguments, context) for a tool that ``takes_context``
@@ -89,6 +88,10 @@ class Tool:
         self.tags = tuple(self.tags)
         if self.max_results is not None and self.max_results < 1:
             raise UserError(f"tool {self.name}: max_results must be >= 1, got {self.max_results}")
+        try:
+            json.dumps(self.parameters, allow_nan=False)
+        except (TypeError, ValueError) as exc:  # the schema is sent to the model as JSON, and stored
+            raise UserError(f"tool {self.name}: parameters must be JSON (a schema a model can be sent): {exc}") from None
         try:
             jsonschema.Draft202012Validator.check_schema(self.parameters)
         except jsonschema.SchemaError as exc:
@@ -236,49 +239,31 @@ def tool(
     """
 
     def build(func: Callable[..., Any]) -> Tool:
-        summary, docs = docstring_parts(func)
-        hints = typing.get_type_hints(func, include_extras=True)
-        properties: dict[str, Any] = {}
-        required: list[str] = []
-        context_param: str | None = None
-        for pname, param in inspect.signature(func).parameters.items():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                continue
-            if hints.get(pname) is ToolContext:
-                context_param = pname
-                continue
-            schema = schema_of(hints.get(pname, Any))
-            if pname in docs and "description" not in schema:
-                schema["description"] = docs[pname]
-            if param.default is inspect.Parameter.empty:
-                required.append(pname)
-            elif param.default is not None:
-                default = param.default
-                schema["default"] = default.value if isinstance(default, enum.Enum) else default
-            properties[pname] = schema
-        parameters: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-        if required:
-            parameters["required"] = required
-        converters = {p: found for p in properties if (found := converter_of(hints.get(p, Any))) is not None}
+        declared = declare(func, name, _maker_names())
+        tool_name = declared.name
+        converters, context_param = declared.converters, declared.context_param
 
         def kwargs_of(arguments: dict[str, Any], context: ToolContext | None) -> dict[str, Any]:
             kwargs = arguments if not converters else {
-                k: (converters[k](v) if k in converters and v is not None else v) for k, v in arguments.items()}
+                k: (_converted(tool_name, k, converters[k], v) if k in converters and v is not None else v)
+                for k, v in arguments.items()}
             if context_param is not None:
                 kwargs = {**kwargs, context_param: context}
             return kwargs
 
-        if inspect.iscoroutinefunction(func):
+        if inspect.iscoroutinefunction(_target(func)) or inspect.iscoroutinefunction(func):
             async def execute(arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
-                return await func(**kwargs_of(arguments, context))
+                args, kwargs = call_arguments(declared, kwargs_of(arguments, context))
+                return await func(*args, **kwargs)
         else:
             async def execute(arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
-                return await in_thread(func, **kwargs_of(arguments, context))
+                args, kwargs = call_arguments(declared, kwargs_of(arguments, context))
+                return await in_thread(func, *args, **kwargs)
 
         return Tool(
-            name=name or func.__name__,
-            description=description or summary or func.__name__,
-            parameters=parameters,
+            name=tool_name,
+            description=description or declared.summary or tool_name,
+            parameters=declared.parameters,
             execute=execute,
             progress=progress,
             durable=durable,
@@ -293,25 +278,48 @@ def tool(
     return build(fn) if fn is not None else build
 
 
+def _maker_names() -> dict[str, Any]:
+    """The local names of the code making the tool (the first frame outside this module)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    return dict(frame.f_locals)
+
+
+def _converted(tool_name: str, pname: str, convert: Callable[[Any], Any], value: Any) -> Any:
+    """``value`` as the parameter's type; a value that cannot be one is the model's to correct."""
+    try:
+        return convert(value)
+    except Exception as exc:  # a date that is no date, a model's own validator...
+        errors = getattr(exc, "errors", None)  # a pydantic ValidationError lists each problem
+        detail = "; ".join(f"{'/'.join(map(str, e.get('loc', ()))) or '(root)'}: {e.get('msg')}"
+                           for e in errors()[:5]) if callable(errors) else message_of(exc)
+        raise ToolArgumentsError(f"arguments for {tool_name}: {pname}: {detail}") from None
+
+
 def result_text(value: Any) -> str:
     """A tool's return value as the text the model sees: JSON, with an enum member as its value, a
-    dataclass or a pydantic model as its fields, a set as a list, and anything else as its text."""
+    dataclass or a pydantic model as its fields, a set as a list, a date in ISO 8601, bytes as
+    text, and anything else as its text."""
     if isinstance(value, str):
         return value
+    if isinstance(value, bytes):
+        return value.decode(errors="backslashreplace")
     try:
         return json.dumps(value, ensure_ascii=False, default=_plain)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return str(value)
 
 
 def _plain(value: Any) -> Any:
     """What JSON has no type for, as JSON can say it (``json.dumps``'s ``default``)."""
-    if isinstance(value, enum.Enum):
-        return value.value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if is_pydantic(type(value)):
-        return value.model_dump(mode="json")
-    if isinstance(value, set | frozenset):
-        return list(value)
-    return str(value)
+    converted = json_value(value)
+    return str(value) if converted is value else converted
+
+
+def message_of(exc: BaseException) -> str:
+    """``str(exc)``, or what can be said of an exception whose text cannot be read."""
+    try:
+        return str(exc)
+    except Exception:  # a broken __str__ must not turn one failed call into a crashed run
+        return f"<{type(exc).__name__} whose message could not be read>"
