@@ -29,6 +29,7 @@ from .providers import Provider, ToolCall
 from .providers._pricing import Price
 from .tools import META_TOOL_NAMES, PermissionChecker, Tool, ToolRegistry
 from .tools import meta_tools as agent_meta_tools
+from .tools import tool as make_tool
 
 #: approve(call, tool) -> bool (or awaitable bool); may raise PauseRun to ask a person.
 Approval = Callable[[ToolCall, Tool], bool | Awaitable[bool]]
@@ -56,10 +57,23 @@ class ModelSettings:
         return body
 
 
+def _as_tool(agent: str, given: Tool | Callable[..., Any], index: int) -> Tool:
+    """A tool of ``tools``: a Tool as it is, a function made one; anything else is refused."""
+    if isinstance(given, Tool):
+        return given
+    if isinstance(given, str):
+        raise UserError(f"agent {agent}: tools[{index}] is the name {given!r}, not a tool; "
+                        f"pass names as tool_names=[...] with a registry, or the Tool itself")
+    if not callable(given):
+        raise UserError(f"agent {agent}: tools[{index}] is {type(given).__name__} {given!r:.60}, "
+                        f"not a Tool or a function")
+    return make_tool(given)
+
+
 class Agent:
     """A configurable agent: persona, conversation memory, tools, and a swappable provider.
 
-    ``tools`` are Tool objects; ``tool_names`` are resolved against ``registry`` (the registry
+    ``tools`` are Tool objects or typed functions (each made a Tool by :func:`agent.tool`); ``tool_names`` are resolved against ``registry`` (the registry
     decides what a name does). ``facts`` (with ``user_id``) are injected into the prompt as memory.
     ``recorder`` records every run (``None``: nothing is recorded). ``sequential_tools`` runs the
     calls of one response one after another instead of in parallel (results land in call order either way).
@@ -78,7 +92,7 @@ class Agent:
         persona: str = "You are a helpful assistant.",
         discloses_ai: bool = True,
         model: str | ModelSettings | None = None,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[Tool | Callable[..., Any]] = (),
         tool_names: Sequence[str] = (),
         registry: ToolRegistry | None = None,
         memory: ConversationMemory | None = None,
@@ -114,7 +128,7 @@ class Agent:
         self.persona = persona
         self.discloses_ai = discloses_ai
         self.settings = model if isinstance(model, ModelSettings) else ModelSettings(model or "")
-        resolved = list(tools)
+        resolved = [_as_tool(name, t, n) for n, t in enumerate(tools)]
         if tool_names:
             if registry is None:
                 raise UserError(f"agent {name}: tool_names {list(tool_names)} need a registry to resolve them")

@@ -279,9 +279,10 @@ def tool(
 
 
 def _maker_names() -> dict[str, Any]:
-    """The local names of the code making the tool (the first frame outside this module)."""
+    """The local names of the code making the tool (the first frame outside footprint's agent package:
+    an Agent given a plain function makes its tool too)."""
     frame = sys._getframe(1)
-    while frame.f_back is not None and frame.f_globals.get("__name__") == __name__:
+    while frame.f_back is not None and str(frame.f_globals.get("__name__")).partition(".")[0] == "agent":
         frame = frame.f_back
     return dict(frame.f_locals)
 
@@ -294,7 +295,7 @@ def _converted(tool_name: str, pname: str, convert: Callable[[Any], Any], value:
         errors = getattr(exc, "errors", None)  # a pydantic ValidationError lists each problem
         detail = "; ".join(f"{'/'.join(map(str, e.get('loc', ()))) or '(root)'}: {e.get('msg')}"
                            for e in errors()[:5]) if callable(errors) else message_of(exc)
-        raise ToolArgumentsError(f"arguments for {tool_name}: {pname}: {detail}") from None
+        raise ToolArgumentsError(f"arguments for {tool_name} do not fit its parameters: {pname}: {detail}") from None
 
 
 def result_text(value: Any) -> str:

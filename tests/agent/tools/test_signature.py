@@ -160,11 +160,11 @@ async def test_a_value_that_is_not_its_type_is_an_argument_error_naming_the_para
         """Order."""
         return "ok"
 
-    with pytest.raises(ToolArgumentsError, match=r"arguments for order: day: Invalid isoformat string: 'soon'"):
+    with pytest.raises(ToolArgumentsError, match=r"arguments for order do not fit its parameters: day: Invalid isoformat string: 'soon'"):
         await order.run({"day": "soon", "item": {"qty": 1}})
     status, result = await run_one(order, {"day": "2024-01-01", "item": {"qty": 2}}, tmp_path)
     assert status == "answered" and result["is_error"]
-    assert result["content"] == "Error: arguments for order: item: qty: Value error, qty must be odd"
+    assert result["content"] == "Error: arguments for order do not fit its parameters: item: qty: Value error, qty must be odd"
 
 
 def test_a_partial_offers_only_what_it_leaves_open_and_a_callable_instance_its_call() -> None:
@@ -303,3 +303,27 @@ def test_results_json_has_no_type_for_read_as_their_values() -> None:
     assert json.loads(result_text(Stamp(datetime.datetime(2024, 1, 2, 3, 4)))) == {"at": "2024-01-02T03:04:00"}
     assert json.loads(result_text({"id": uuid.UUID(int=1), "p": Path("/x"), "d": decimal.Decimal("1.5")})) == {
         "id": "00000000-0000-0000-0000-000000000001", "p": "/x", "d": 1.5}
+
+
+async def test_an_agent_takes_a_plain_function_as_a_tool_and_refuses_what_is_none(tmp_path: Path) -> None:
+    """A plain function in tools=[...] failed with AttributeError: 'function' object has no attribute 'name'."""
+
+    @dataclasses.dataclass
+    class Where:  # defined here: its name resolves where the agent is made
+        city: str
+
+    def weather(where: Where) -> str:
+        """The weather somewhere."""
+        return f"{where.city}: sunny"
+
+    model = ScriptedModel([calls(("weather", {"where": {"city": "Oslo"}})), "done"])
+    agent = Agent("a", provider=model, tools=[weather])
+    assert agent.tools["weather"].description == "The weather somewhere."
+    assert (await agent.run("go")).ok
+    assert [ci.item.body["content"] for ci in model.requests[-1].context if ci.item.kind == "tool_result"] == [
+        "Oslo: sunny"]
+    with pytest.raises(UserError, match=r"agent a: tools\[1\] is the name 'weather', not a tool; pass names as "
+                                        r"tool_names"):
+        Agent("a", provider=model, tools=[weather, "weather"])  # type: ignore[list-item]
+    with pytest.raises(UserError, match=r"agent a: tools\[0\] is int 42, not a Tool or a function"):
+        Agent("a", provider=model, tools=[42])  # type: ignore[list-item]
