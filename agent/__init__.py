@@ -2,7 +2,7 @@
 
 Every run an Agent makes is recorded through ``tracer`` with the origin of every context item.
 
-Each name is imported from its module when first used (agent._lazy), so a command's ``--help``,
+Each name is imported from its module when first used (tracer._lazy), so a command's ``--help``,
 or a program that needs one of them, does not import the whole framework.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_exports
+from tracer._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._agent import Agent, Approval, ModelSettings

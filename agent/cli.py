@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import shlex
 import sys
 from collections.abc import Callable
 
 import click
 
-from tracer import Store
 from tracer.cli import db_option
 
 #: Called after the demo with (db path, wrong run id) when it runs in a terminal; the explorer sets it.
@@ -38,6 +36,10 @@ def demo_command(*, open_run: OpenRun | None = None) -> click.Command:
         Without OPENAI_API_KEY it uses the offline demo model (deterministic; every run is labelled
         offline-demo); with it, the real model.
         """
+        import asyncio  # here, not at the top: it imports ssl (20 ms), which no --help needs
+
+        from tracer import Store
+
         from .demo import run_demo
 
         with Store.open(db) as store:

@@ -11,8 +11,9 @@ The names below are imported on first use: the ``footprint`` console script live
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tracer._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._evidence import evidence_from_dict
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
     from .errors import ExplorerError, SandboxError, SourceError
     from .sandbox import Persona, PersonaStore, SandboxChat, sandbox_registry
 
-_WHERE = {
+#: each public name and the module that defines it, imported when the name is first used (tracer._lazy)
+_EXPORTS: dict[str, str] = {
     "ExplorerApp": ".app",
     "ExplorerError": ".errors",
     "HostSource": "._source",
@@ -61,15 +63,5 @@ __all__ = [
     "sandbox_registry",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'explorer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+if not TYPE_CHECKING:  # (mypy reads the imports above; a module __getattr__ would let any name through)
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

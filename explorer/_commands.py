@@ -1,4 +1,8 @@
-"""The explorer's commands: `footprint explore`, `footprint sandbox` and `footprint up`."""
+"""The explorer's commands: `footprint explore`, `footprint sandbox` and `footprint up`.
+
+Each imports the store, the agent and the app when it runs, so that its ``--help`` or a usage error is answered
+at once.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import click
 
 from agent.evidence.cli import provider_option, tools_option
 from hosting.cli import host_token
-from tracer import DEFAULT_PATH, Store, refuse_truncated
+from tracer.cli import DEFAULT_PATH
 
 from ._terminal import has_terminal
 
@@ -39,6 +43,8 @@ def explore(db: Path, host_url: str | None, token: str | None, run_ref: str | No
     """
     if host_url and click.get_current_context().get_parameter_source("db") is click.core.ParameterSource.COMMANDLINE:
         raise click.UsageError("give a store file (--db) or --host URL, not both")
+    from tracer import Store, refuse_truncated
+
     if not host_url and db.exists():
         refuse_truncated(str(db))  # the same refusal as every command, terminal or not
     _need_terminal("explore")
@@ -75,6 +81,8 @@ def sandbox(db: Path) -> None:
     OPENAI_API_KEY the chat uses the offline demo model.
     """
     _need_terminal("sandbox")
+    from tracer import Store
+
     from ._open import build_app
 
     store = Store.open(db)

@@ -5,7 +5,7 @@ a session store and a durability mode; ``create_app`` serves it as an ASGI app; 
 with graceful shutdown; ``RecordingsClient`` reads the host's recordings from another process;
 ``BusHost`` serves bus agents (``agent.bus.ChannelAgent``) over HTTP.
 
-Each name is imported from its module when first used (agent._lazy), so ``footprint serve --help``,
+Each name is imported from its module when first used (tracer._lazy), so ``footprint serve --help``,
 or a program that needs only the client, imports neither FastAPI nor the bus host.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent._lazy import lazy_exports
+from tracer._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._bus_host import BusHost, create_bus_app

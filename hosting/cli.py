@@ -1,4 +1,8 @@
-"""The hosting commands of the `footprint` CLI: `footprint serve`."""
+"""The hosting commands of the `footprint` CLI: `footprint serve`.
+
+Importing this module imports only click: ``serve`` imports the store, the agent and the session stores when it
+runs, so that ``footprint serve --help`` or a usage error is answered at once.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +13,23 @@ import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from agent import Agent
-from tracer import DEFAULT_PATH, Durability, Recorder, RedactionPolicy, Store
+from tracer.cli import DEFAULT_PATH
 
 from .errors import HostingError
-from .sessions import DEFAULT_CACHE_BYTES, DuckDBSessions, InMemorySessions, PostgresSessions, SessionStore
 
-DEFAULT_CACHE_MB = DEFAULT_CACHE_BYTES // (1024 * 1024)
+if TYPE_CHECKING:
+    from agent import Agent
+    from tracer import Recorder, RedactionPolicy, Store
+
+    from .sessions import PostgresSessions, SessionStore
+
+#: hosting.sessions.DEFAULT_CACHE_BYTES in megabytes (importing the session stores imports DuckDB and
+#: psycopg; tests/test_package_fronts.py checks they agree)
+DEFAULT_CACHE_MB = 64
 
 AGENT_HELP = (
     "The agent to serve: `demo` (the personal assistant: the offline demo model, or OpenAI when "
@@ -41,26 +51,11 @@ def host_token(token: str | None) -> str | None:
     return token
 
 
-class _HostTokenPolicy(RedactionPolicy):
-    """The default policy, and the host's own token masked wherever it appears (a client may paste
-    it into a message; a short one, or one without "Bearer ", escapes the default patterns). The
-    stored description names it instead of holding it."""
-
-    def describe(self) -> dict[str, Any]:
-        described = super().describe()
-        described["patterns"] = [*described["patterns"][:-1], "<the host's --token>"]
-        return described
-
-
-def host_redaction(token: str | None) -> RedactionPolicy | None:
-    """What the host's recorder and session store mask: the default policy (None), plus ``token``
-    when the host requires one. (Each gets a policy of its own: a policy's caches are not shared.)"""
-    return None if token is None else _HostTokenPolicy.with_extra(patterns=[re.escape(token)])
-
-
 def agent_builder(spec: str) -> tuple[Callable[[Recorder], Agent], str]:
     """A builder for the ``--agent`` spec (``footprint serve`` and ``footprint up``) and a line
     describing the model it uses; a spec that names nothing buildable is a :class:`click.BadParameter`."""
+    from agent import Agent
+
     if spec == "demo":
         from agent.demo import build_demo_agent, default_provider, load_scenario
 
@@ -95,6 +90,16 @@ def agent_builder(spec: str) -> tuple[Callable[[Recorder], Agent], str]:
     return build, spec
 
 
+def host_redaction(token: str | None) -> RedactionPolicy | None:
+    """What the host's recorder and session store mask: the default policy (None), plus ``token``
+    when the host requires one. (Each gets a policy of its own: a policy's caches are not shared.)"""
+    if token is None:
+        return None
+    from ._token_policy import HostTokenPolicy
+
+    return HostTokenPolicy.with_extra(patterns=[re.escape(token)])
+
+
 def _first_agent(build: Callable[[Recorder], Agent], spec: str, recorder: Recorder) -> Agent:
     """One agent from ``build``, so a --agent that cannot make one stops the host before it serves."""
     try:
@@ -119,6 +124,8 @@ def _sessions_store(
     spec: str, store: Store, schema: str = "public", cache_mb: int = DEFAULT_CACHE_MB,
     policy: RedactionPolicy | None = None,
 ) -> SessionStore:
+    from .sessions import DuckDBSessions, InMemorySessions
+
     cache_bytes = cache_mb * 1024 * 1024
     if spec == "duckdb":
         return DuckDBSessions(store, cache_bytes=cache_bytes, policy=policy)
@@ -134,6 +141,8 @@ def _sessions_store(
 def _postgres_sessions(dsn: str, schema: str, cache_mb: int, policy: RedactionPolicy | None = None) -> PostgresSessions:
     """The PostgreSQL session store, once it is reached: a host that cannot store a turn does not
     start (SessionStoreError: exit 1)."""
+    from .sessions import PostgresSessions
+
     try:
         sessions = PostgresSessions(dsn, schema=schema, cache_bytes=cache_mb * 1024 * 1024, policy=policy)
     except ValueError as exc:
@@ -189,6 +198,8 @@ def serve_command(
     With --gateway, stored agents too: created, edited and chatted with under /api/agents, on the
     --agent's model (see docs/gateway.md).
     """
+    from tracer import Durability, Recorder, Store
+
     from ._serve import serve
     from ._standing import StandingAgent
 

@@ -1,77 +1,180 @@
 """footprint's recording core: runs as flowcharts of context snapshots in DuckDB.
 
 The public front of ``tracer``: records, the recorder, the store, and the questions it answers.
+
+Each name is imported from its module when first used (tracer._lazy), so ``import tracer`` (every
+``footprint COMMAND --help``) loads neither DuckDB nor the recorder.
 """
 
-from ._compare import (
-    DroppedChange,
-    RunComparison,
-    StagePair,
-    ToolCallChange,
-    UsageComparison,
-    compare_run_data,
-    compare_runs,
-)
-from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_runs, diff_snapshots, estimate_tokens
-from ._dropped import DROPPED_SINCE, DroppedContext, dropped_context, left_out
-from ._files import missing_directory, refuse_truncated, restrict_to_owner
-from ._ids import new_id
-from ._json import canonical_json
-from ._lineage import child_run_ids, child_runs, started_run
-from ._listeners import RecordedStage, RecordingListener, feed_listener, recorded_stages
-from ._names import item_names, resolve_item
-from ._rank import RankedItem, earlier_verdicts, rank
-from ._recorder import Durability, NullRecorder, Recorder, RunRecording, StageRecording
-from ._records import (
-    CHILD_RUN,
-    PARENT_AGENT,
-    PARENT_RUN,
-    PARENT_STAGE,
-    ContextItem,
-    Edge,
-    EdgeKind,
-    Item,
-    ItemKind,
-    LeftOut,
-    Origin,
-    OriginKind,
-    Recorded,
-    Run,
-    RunStatus,
-    SnapshotEntry,
-    Stage,
-    StageKind,
-    StageStatus,
-    content_hash,
-    context_item_from_dict,
-    context_item_to_dict,
-)
-from ._redaction import RedactionPolicy
-from ._render import one_line
-from ._run_finding import RunFilter
-from ._rundata import RunData
-from ._serialize import (
-    origin_from_dict,
-    origin_to_dict,
-    run_from_dict,
-    run_to_dict,
-    rundata_from_dict,
-    rundata_to_dict,
-)
-from ._store import DEFAULT_PATH, Store
-from ._why import SHOWN_ABOVE, DroppedItem, Evidence, EvidenceNode, RunSource, why
-from .errors import (
-    AmbiguousIdError,
-    ExportError,
-    FootprintError,
-    NewerSchemaError,
-    NotAStoreError,
-    NotFoundError,
-    RecordingError,
-    StoreError,
-    StoreLockedError,
-    TracerError,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._compare import (
+        DroppedChange,
+        RunComparison,
+        StagePair,
+        ToolCallChange,
+        UsageComparison,
+        compare_run_data,
+        compare_runs,
+    )
+    from ._diff import DiffEntry, RunDivergence, SnapshotDiff, diff_runs, diff_snapshots, estimate_tokens
+    from ._dropped import DROPPED_SINCE, DroppedContext, dropped_context, left_out
+    from ._files import missing_directory, refuse_truncated, restrict_to_owner
+    from ._ids import new_id
+    from ._json import canonical_json
+    from ._lineage import child_run_ids, child_runs, started_run
+    from ._listeners import RecordedStage, RecordingListener, feed_listener, recorded_stages
+    from ._names import item_names, resolve_item
+    from ._rank import RankedItem, earlier_verdicts, rank
+    from ._recorder import Durability, NullRecorder, Recorder, RunRecording, StageRecording
+    from ._records import (
+        CHILD_RUN,
+        PARENT_AGENT,
+        PARENT_RUN,
+        PARENT_STAGE,
+        ContextItem,
+        Edge,
+        EdgeKind,
+        Item,
+        ItemKind,
+        LeftOut,
+        Origin,
+        OriginKind,
+        Recorded,
+        Run,
+        RunStatus,
+        SnapshotEntry,
+        Stage,
+        StageKind,
+        StageStatus,
+        content_hash,
+        context_item_from_dict,
+        context_item_to_dict,
+    )
+    from ._redaction import RedactionPolicy
+    from ._render import one_line
+    from ._run_finding import RunFilter
+    from ._rundata import RunData
+    from ._serialize import (
+        origin_from_dict,
+        origin_to_dict,
+        run_from_dict,
+        run_to_dict,
+        rundata_from_dict,
+        rundata_to_dict,
+    )
+    from ._store import DEFAULT_PATH, Store
+    from ._why import SHOWN_ABOVE, DroppedItem, Evidence, EvidenceNode, RunSource, why
+    from .errors import (
+        AmbiguousIdError,
+        ExportError,
+        FootprintError,
+        NewerSchemaError,
+        NotAStoreError,
+        NotFoundError,
+        RecordingError,
+        StoreError,
+        StoreLockedError,
+        TracerError,
+    )
+
+#: each public name and the module that defines it, imported when the name is first used
+_EXPORTS: dict[str, str] = {
+    "CHILD_RUN": "._records",
+    "DEFAULT_PATH": "._store",
+    "DROPPED_SINCE": "._dropped",
+    "PARENT_AGENT": "._records",
+    "PARENT_RUN": "._records",
+    "PARENT_STAGE": "._records",
+    "SHOWN_ABOVE": "._why",
+    "AmbiguousIdError": ".errors",
+    "ContextItem": "._records",
+    "DiffEntry": "._diff",
+    "DroppedChange": "._compare",
+    "DroppedContext": "._dropped",
+    "DroppedItem": "._why",
+    "Durability": "._recorder",
+    "Edge": "._records",
+    "EdgeKind": "._records",
+    "Evidence": "._why",
+    "EvidenceNode": "._why",
+    "ExportError": ".errors",
+    "FootprintError": ".errors",
+    "Item": "._records",
+    "ItemKind": "._records",
+    "LeftOut": "._records",
+    "NewerSchemaError": ".errors",
+    "NotAStoreError": ".errors",
+    "NotFoundError": ".errors",
+    "NullRecorder": "._recorder",
+    "Origin": "._records",
+    "OriginKind": "._records",
+    "RankedItem": "._rank",
+    "Recorded": "._records",
+    "RecordedStage": "._listeners",
+    "Recorder": "._recorder",
+    "RecordingError": ".errors",
+    "RecordingListener": "._listeners",
+    "RedactionPolicy": "._redaction",
+    "Run": "._records",
+    "RunComparison": "._compare",
+    "RunData": "._rundata",
+    "RunDivergence": "._diff",
+    "RunFilter": "._run_finding",
+    "RunRecording": "._recorder",
+    "RunSource": "._why",
+    "RunStatus": "._records",
+    "SnapshotDiff": "._diff",
+    "SnapshotEntry": "._records",
+    "Stage": "._records",
+    "StageKind": "._records",
+    "StagePair": "._compare",
+    "StageRecording": "._recorder",
+    "StageStatus": "._records",
+    "Store": "._store",
+    "StoreError": ".errors",
+    "StoreLockedError": ".errors",
+    "ToolCallChange": "._compare",
+    "TracerError": ".errors",
+    "UsageComparison": "._compare",
+    "canonical_json": "._json",
+    "child_run_ids": "._lineage",
+    "child_runs": "._lineage",
+    "compare_run_data": "._compare",
+    "compare_runs": "._compare",
+    "content_hash": "._records",
+    "context_item_from_dict": "._records",
+    "context_item_to_dict": "._records",
+    "diff_runs": "._diff",
+    "diff_snapshots": "._diff",
+    "dropped_context": "._dropped",
+    "earlier_verdicts": "._rank",
+    "estimate_tokens": "._diff",
+    "feed_listener": "._listeners",
+    "item_names": "._names",
+    "left_out": "._dropped",
+    "missing_directory": "._files",
+    "new_id": "._ids",
+    "one_line": "._render",
+    "origin_from_dict": "._serialize",
+    "origin_to_dict": "._serialize",
+    "rank": "._rank",
+    "recorded_stages": "._listeners",
+    "refuse_truncated": "._files",
+    "resolve_item": "._names",
+    "restrict_to_owner": "._files",
+    "run_from_dict": "._serialize",
+    "run_to_dict": "._serialize",
+    "rundata_from_dict": "._serialize",
+    "rundata_to_dict": "._serialize",
+    "started_run": "._lineage",
+    "why": "._why",
+}
 
 __all__ = [
     "CHILD_RUN",
@@ -164,3 +267,6 @@ __all__ = [
     "started_run",
     "why",
 ]
+
+if not TYPE_CHECKING:  # (mypy reads the imports above; a module __getattr__ would let any name through)
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -11,14 +11,16 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from ._run_finding import RunFilter
-from ._rundata import RunData
-from ._store import Store
 from .cli import db_option
 from .errors import ExportError
+
+if TYPE_CHECKING:  # imported when a command runs (importing the store imports DuckDB): --help is answered at once
+    from ._rundata import RunData
+    from ._store import Store
 
 
 @click.group("export")
@@ -44,6 +46,8 @@ def _run_ids(store: Store, refs: tuple[str, ...], session: str | None, all_runs:
             raise ExportError(f"session {session!r} has no runs in {store.path}")
         return ids
     if all_runs:
+        from ._run_finding import RunFilter
+
         every = RunFilter(forks=True)  # re-runs too: they are recorded runs like the others
         total = store.count_runs(every)
         ids = [r.id for offset in range(0, total, 500) for r in store.list_runs(every, limit=500, offset=offset)]
@@ -76,6 +80,7 @@ def otlp(
     sending a run twice sends the same spans. Standard OTEL_* variables (endpoint, headers,
     certificates, service name) apply.
     """
+    from ._store import Store
     from .otel._exporter import (
         check_collector_reachable,
         content_from_env,
@@ -128,6 +133,7 @@ def otlp(
 def parquet(directory: Path, db: str, views: tuple[str, ...], compression: str) -> None:
     """Write the store's views (runs, stages, edges, context, outputs, items) as DIRECTORY/<view>.parquet."""
     from ._parquet import PARQUET_VIEWS, export_parquet
+    from ._store import Store
 
     with Store.open(db, read_only=True) as store:
         files = export_parquet(store, directory, views=views or PARQUET_VIEWS, compression=compression)

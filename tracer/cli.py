@@ -22,35 +22,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import duckdb
 
-from ._compare import compare_run_data
-from ._diff import diff_snapshots
-from ._json import finite
-from ._lineage import child_runs
-from ._names import item_names, resolve_item
-from ._rank import earlier_verdicts, rank
-from ._render import (
-    comparison_lines,
-    for_terminal,
-    one_line,
-    ranked_lines,
-    runs_table,
-    show_run,
-    snapshot_diff_lines,
-    table,
-    why_tree,
-)
-from ._run_finding import RunFilter
-from ._serialize import run_to_dict, rundata_to_dict
-from ._store import DEFAULT_PATH, Store
-from ._why import why as why_walk
-from .errors import NotFoundError, StoreError
+if TYPE_CHECKING:
+    from ._store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The store a command reads when not told (``tracer.DEFAULT_PATH``, which is defined with the store, and
+#: importing the store imports DuckDB: each command imports what it uses when it runs, so that its
+#: ``--help`` or a usage error is answered at once; tests/test_package_fronts.py checks they agree).
+DEFAULT_PATH = "footprint.duckdb"
 
 db_option = click.option(
     "--db", "db", default=DEFAULT_PATH, envvar="FOOTPRINT_DB", show_default=True,
@@ -65,6 +49,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 def reading(db: str) -> Iterator[Store]:
     """The store at ``db`` opened read-only, closed afterwards (a damaged block a read reaches is
     refused by the store itself, :meth:`Store.reading`)."""
+    from ._store import Store
+
     store = Store.open(db, read_only=True)
     try:
         yield store
@@ -73,10 +59,14 @@ def reading(db: str) -> Iterator[Store]:
 
 
 def _echo_lines(lines: list[str]) -> None:
+    from ._render import for_terminal
+
     click.echo(for_terminal("\n".join(lines)))
 
 
 def _echo_json(value: Any) -> None:
+    from ._json import finite
+
     try:
         text = json.dumps(value, indent=2, ensure_ascii=False, default=_json_default, allow_nan=False)
     except ValueError:  # a NaN or an infinity (a query's, a tool's): null, as JSON has no such number
@@ -106,6 +96,10 @@ def runs_command(
     db: str, session: str | None, agent: str | None, status: str | None, forks: bool, limit: int, as_json: bool
 ) -> None:
     """List recorded runs, newest first (re-runs forked from a recorded run only with --forks)."""
+    from ._render import runs_table
+    from ._run_finding import RunFilter
+    from ._serialize import run_to_dict
+
     where = RunFilter(session_id=session, agent=agent, status=status, forks=forks)
     with reading(db) as store:
         runs = store.list_runs(where, limit=limit)
@@ -149,6 +143,10 @@ def show_command(run: str, team: bool, with_context: bool, db: str, as_json: boo
     inference saw follow, each with the name and hash that `why --item` and `counterfactual
     --remove` take.
     """
+    from ._lineage import child_runs
+    from ._render import show_run
+    from ._serialize import rundata_to_dict
+
     with reading(db) as store:
         data = store.load_run(store.resolve_run_id(run))
         children = child_runs(store, data) if team else {}
@@ -181,6 +179,11 @@ def why_command(run: str, item: str | None, depth: int, order: str, show_all: bo
     --order context shows the walk itself: stages already shown are not repeated, and the list at
     the end is what was available but left out of context, and what left it out.
     """
+    from ._names import item_names, resolve_item
+    from ._rank import earlier_verdicts, rank
+    from ._render import ranked_lines, why_tree
+    from ._why import why as why_walk
+
     with reading(db) as store:
         run_id = store.resolve_run_id(run)
         data = store.load_run(run_id)
@@ -219,6 +222,11 @@ def diff_command(refs: tuple[str, ...], stages: bool, db: str, as_json: bool) ->
         raise click.UsageError(f"give the two {what} to compare, A and B; {given}"
                                + ("" if stages else " (footprint runs lists the runs)"))
     a_ref, b_ref = refs
+    from ._compare import compare_run_data
+    from ._diff import diff_snapshots
+    from ._render import comparison_lines, snapshot_diff_lines
+    from .errors import NotFoundError
+
     with reading(db) as store:
         if stages:
             stage_a, run_a = store.resolve_stage(a_ref)
@@ -257,6 +265,11 @@ def sql_command(query: str, db: str, as_json: bool, width: int) -> None:
 
     The views: runs, stages, edges, context, outputs, items (docs/store.md describes them).
     """
+    import duckdb
+
+    from ._render import one_line, table
+    from .errors import StoreError
+
     with reading(db) as store:
         # a query reads the store's tables, not the files and URLs of this machine (read_csv,
         # read_text, glob, an https:// parquet): DuckDB refuses them for the rest of the process

@@ -10,32 +10,32 @@ their human name (``memory:profile.city``, ``result:weather#1``) or their hash (
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import inspect
 import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracer import Run, Store, dropped_context
 from tracer.cli import db_option
 
-from ..errors import UserError
-from ..providers import Provider
-from ..tools import Tool, ToolRegistry
-from ._blame import BlameReport, blame
-from ._control import Comparator, Controls
-from ._counterfactual import NEW_CALL_POLICIES, CounterfactualResult, counterfactual
-from ._edits import Edit
-from ._rebuild import ServedTools
-from ._recording import read_recording
-from ._render import render_blame, render_counterfactual, render_dropped, render_replay
-from ._replay import replay
 from .errors import EvidenceError
+
+if TYPE_CHECKING:  # imported when a command runs, so that its --help or a usage error is answered at once
+    from tracer import Run, Store
+
+    from ..providers import Provider
+    from ..tools import Tool, ToolRegistry
+    from ._blame import BlameReport
+    from ._control import Comparator
+    from ._counterfactual import CounterfactualResult
+
+#: agent.evidence._counterfactual.NEW_CALL_POLICIES, which imports the agent loop (tests/test_package_fronts.py
+#: checks they agree)
+NEW_CALL_POLICIES = ("durable", "all", "none")
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 provider_option = click.option(
@@ -69,6 +69,8 @@ def register(group: click.Group) -> None:
 
 
 def _open(db: str) -> Store:
+    from tracer import Store
+
     return Store.open(db, create=False)  # a re-run of nothing must not leave an empty store behind
 
 
@@ -89,6 +91,14 @@ def replay_command(run: str, provider_name: str | None, db: str, as_json: bool) 
     The replay is recorded as a new run (forked from RUN, labelled replay). It stops with an error
     at the first model request that differs from the recording, naming the stage.
     """
+    import asyncio  # here, not at the top: it imports ssl (20 ms), which no --help needs
+
+    from ._control import Controls
+    from ._rebuild import ServedTools
+    from ._recording import read_recording
+    from ._render import render_replay
+    from ._replay import replay
+
     with _open(db) as store:
         result = asyncio.run(replay(store, run))
         live = None
@@ -144,17 +154,23 @@ def counterfactual_command(
     recorded results. Each re-run is recorded as a run forked from RUN. Verdict: flips, holds or
     inconclusive.
     """
+    if (replace is None) != (with_text is None):
+        raise click.UsageError("--replace ITEM and --with TEXT go together")
+    if not (remove or nothing or failed or restore or replace is not None):
+        raise click.UsageError("say what to change: --remove ITEM or --replace ITEM --with TEXT (or "
+                               "--returned-nothing, --returned-error, --restore)")
+    import asyncio
+
+    from ._counterfactual import counterfactual  # here, once the arguments are known to be good
+    from ._edits import Edit
+    from ._render import render_counterfactual
+
     edits = [Edit.remove(item) for item in remove]
     edits += [Edit.returned_nothing(item) for item in nothing]
     edits += [Edit.returned_error(item) for item in failed]
     edits += [Edit.restore(item) for item in restore]
-    if (replace is None) != (with_text is None):
-        raise click.UsageError("--replace ITEM and --with TEXT go together")
     if replace is not None and with_text is not None:
         edits.append(Edit.replace(replace, with_text))
-    if not edits:
-        raise click.UsageError("say what to change: --remove ITEM or --replace ITEM --with TEXT (or "
-                               "--returned-nothing, --returned-error, --restore)")
     with _open(db) as store:
         source = store.get_run(store.resolve_run_id(run))
         provider, tools = live_provider(source, provider_name), load_tools(source, tools_ref)
@@ -201,6 +217,11 @@ def blame_command(
     """Find the context items that made RUN answer as it did: each suspect `why` names, most likely first,
     is edited in a counterfactual (after a control re-run); the items whose edit flips the answer are
     reported, causes first, each with its chain, and the re-runs made and time taken."""
+    import asyncio
+
+    from ._blame import blame
+    from ._render import render_blame
+
     with _open(db) as store:
         source = store.get_run(store.resolve_run_id(run))
         report: BlameReport = asyncio.run(blame(
@@ -219,6 +240,10 @@ def blame_command(
 @json_option
 def dropped_command(run: str, db: str, as_json: bool) -> None:
     """For each inference of RUN, the context that was available but not sent, and what left it out."""
+    from tracer import Store, dropped_context
+
+    from ._render import render_dropped
+
     with Store.open(db, read_only=True) as store:
         reports = dropped_context(store, store.resolve_run_id(run))
     if as_json:
@@ -254,7 +279,7 @@ def live_provider(run: Run, name: str = "auto") -> Provider:
 
 def _provider_from(ref: str) -> Provider:
     """A Provider, a function returning one, or a model function (request -> response) for a FunctionModel."""
-    from ..providers import FunctionModel
+    from ..providers import FunctionModel, Provider
 
     value = _import(ref, "--provider")
     if isinstance(value, Provider):
@@ -290,6 +315,9 @@ def _import(ref: str, what: str) -> Any:
 
 def load_tools(run: Run, ref: str | None) -> Sequence[Tool] | ToolRegistry:
     """The real tools for new calls: ``ref`` (MODULE:NAME), or the demo's tools for a demo run."""
+    from ..errors import UserError
+    from ..tools import Tool, ToolRegistry
+
     if ref is None:
         from ..demo import demo_registry, load_scenario
 

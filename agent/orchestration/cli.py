@@ -10,24 +10,28 @@ which only your code has.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import inspect
 import json
+from typing import TYPE_CHECKING
 
 import click
 
-from tracer import Recorder, Store
 from tracer.cli import db_option, json_option
 
-from .._agent import Agent
 from ..evidence.cli import load_comparator, repeat_option
-from ._blame import TeamMember, blame_team
-from ._orchestrator import AgentOrchestrator
+
+if TYPE_CHECKING:  # imported when the command runs, so that its --help or a usage error is answered at once
+    from tracer import Recorder
+
+    from ._blame import TeamMember
 
 
 def load_agents(ref: str, recorder: Recorder) -> list[TeamMember]:
     """The agents ``ref`` (MODULE:FUNC or MODULE:LIST) names; a BadParameter says what is wrong."""
+    from .._agent import Agent
+    from ._orchestrator import AgentOrchestrator
+
     module_name, _, attr = ref.partition(":")
     if not module_name or not attr:
         raise click.BadParameter(f"{ref!r} is not MODULE:NAME", param_hint="--agents")
@@ -65,6 +69,12 @@ def blame_team_command(
     each is replaced (a tool result by nothing, anything else left out) and its run re-run, the new
     answer handed up to the top. The earliest stage whose replacement flips the answer is decisive.
     """
+    import asyncio
+
+    from tracer import Recorder, Store
+
+    from ._blame import blame_team
+
     comparator = load_comparator(same_ref)
     with Store.open(db, create=False) as store:
         recorder = Recorder(store)

@@ -1,10 +1,11 @@
 """Package fronts that import each public name from its module on first use (PEP 562).
 
-``agent`` and ``hosting`` re-export names from many modules; importing them all up front made every
-``footprint COMMAND --help`` load the whole framework and the web stack. A front lists its names
-twice: in a ``TYPE_CHECKING`` block, which is what mypy and editors read (so a misspelt name is still
-an error), and in a name -> module table the program reads (tests/test_package_fronts.py checks that
-they agree).
+``tracer``, ``agent``, ``hosting``, ``explorer`` and subpackages of theirs re-export names from many
+modules; importing them all up front made every ``footprint COMMAND --help`` load DuckDB, the whole
+framework and the web stack. (It lives in ``tracer``, the bottom layer, so that every package can use
+it.) A front lists its names twice: in a ``TYPE_CHECKING`` block, which is what mypy and editors read
+(so a misspelt name is still an error), and in a name -> module table the program reads
+(tests/test_package_fronts.py checks that they agree).
 """
 
 from __future__ import annotations
