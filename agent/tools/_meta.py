@@ -24,7 +24,7 @@ from ._context import ToolContext
 from ._governance import govern
 from ._permissions import META_CATEGORY
 from ._registry import ToolRegistry
-from ._tool import PauseRun, Tool
+from ._tool import PauseRun, Tool, message_of
 from .errors import PermissionDeniedError, ToolUseError
 
 SEARCH_TOOLS, GET_TOOL_HELP, USE_TOOL = "search_tools", "get_tool_help", "use_tool"
@@ -171,7 +171,8 @@ async def _use_tool(arguments: dict[str, Any], context: ToolContext) -> Any:
     except ToolError as exc:
         raise ToolUseError(f"{target.name} failed: {exc}\n\n{tool_help(target)}") from None
     except Exception as exc:
-        raise ToolUseError(f"{target.name} failed: {type(exc).__name__}: {exc}\n\n{tool_help(target)}") from None
+        raise ToolUseError(f"{target.name} failed: {type(exc).__name__}: {message_of(exc)}\n\n{tool_help(target)}") \
+            from None
     value, cut = cap_result(target, value)
     if limited or cut:
         context.record(limits_applied=[*limited, *cut])

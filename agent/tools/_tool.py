@@ -136,6 +136,11 @@ class Tool:
                 f"arguments for {self.name} are not valid JSON ({exc.msg} at char {exc.pos}): {raw[:200]}; "
                 f"expected a JSON object with {self.signature()}"
             ) from exc
+        if isinstance(value, str) and value.lstrip().startswith("{"):  # an object sent as a JSON string, as
+            try:                                                          # some models (and servers) do
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
         if not isinstance(value, dict):
             raise ToolArgumentsError(
                 f"arguments for {self.name} must be a JSON object, not {json_kind(value)}; "

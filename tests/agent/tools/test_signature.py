@@ -39,6 +39,19 @@ class Stamp:
     at: datetime.datetime
 
 
+class Opaque(Exception):
+    """An exception whose message cannot be read."""
+
+    def __str__(self) -> str:
+        raise ValueError("no text")
+
+
+@tool
+def flaky() -> str:
+    """Fails oddly."""
+    raise Opaque()
+
+
 async def run_one(t: Tool, arguments: dict[str, Any], tmp_path: Path) -> tuple[str, dict[str, Any]]:
     """One call of ``t`` through a recorded Agent: the run's status and the tool result the model saw."""
     model = ScriptedModel([calls((t.name, arguments)), "done"])
@@ -84,15 +97,6 @@ def test_a_hand_written_schema_that_is_not_json_is_refused_naming_the_tool() -> 
 
 
 async def test_an_exception_whose_message_cannot_be_read_fails_that_call_not_the_run(tmp_path: Path) -> None:
-    class Opaque(Exception):
-        def __str__(self) -> str:
-            raise ValueError("no text")
-
-    @tool
-    def flaky() -> str:
-        """Fails oddly."""
-        raise Opaque()
-
     status, result = await run_one(flaky, {}, tmp_path)
     assert status == "answered" and result["is_error"]
     assert result["content"] == "Error: flaky failed: Opaque: <Opaque whose message could not be read>"
@@ -327,3 +331,25 @@ async def test_an_agent_takes_a_plain_function_as_a_tool_and_refuses_what_is_non
         Agent("a", provider=model, tools=[weather, "weather"])  # type: ignore[list-item]
     with pytest.raises(UserError, match=r"agent a: tools\[0\] is int 42, not a Tool or a function"):
         Agent("a", provider=model, tools=[42])  # type: ignore[list-item]
+
+
+async def test_arguments_sent_as_a_json_string_holding_the_object_are_read(tmp_path: Path) -> None:
+    """Some models encode the arguments twice ('"{\\"city\\": \\"Oslo\\"}"'); that was 'not a JSON object'."""
+
+    @tool
+    def weather(city: str) -> str:
+        """The weather."""
+        return f"{city}: sunny"
+
+    assert weather.parse_arguments(json.dumps(json.dumps({"city": "Oslo"}))) == {"city": "Oslo"}
+    with pytest.raises(ToolArgumentsError, match=r"must be a JSON object, not a string"):
+        weather.parse_arguments('"Oslo"')
+    with pytest.raises(ToolArgumentsError, match=r"must be a JSON object, not a string"):
+        weather.parse_arguments('"{not json"')
+
+
+async def test_use_tool_says_a_tool_failed_even_when_its_exception_has_no_readable_message() -> None:
+    model = ScriptedModel([calls(("use_tool", {"tool_name": "flaky", "arguments": {}})), "done"])
+    assert (await Agent("m", provider=model, tools=[flaky], meta_tools=True).run("go")).ok
+    content = next(ci.item.body["content"] for ci in model.requests[-1].context if ci.item.kind == "tool_result")
+    assert content.startswith("Error: flaky failed: Opaque: <Opaque whose message could not be read>")
