@@ -16,7 +16,8 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, Unpack, overload
 
@@ -190,10 +191,25 @@ async def _call(execute: Execute, args: tuple[Any, ...]) -> Any:
         if inspect.isasyncgen(value):
             return [item async for item in value]
         if inspect.isgenerator(value):
-            return await in_thread(list, value)
+            stop = threading.Event()
+            try:
+                return await in_thread(_drawn, value, stop)
+            finally:
+                stop.set()  # a timeout (or a cancelled run): an endless generator is not drawn on for ever
     except SystemExit as exc:
         raise ToolExitedError(exc) from None
     return value
+
+
+def _drawn(generator: Generator[Any, Any, Any], stop: threading.Event) -> list[Any]:
+    """A generator's items, until it ends or ``stop`` is set (then it is closed)."""
+    items = []
+    for item in generator:
+        if stop.is_set():
+            generator.close()
+            break
+        items.append(item)
+    return items
 
 
 class ToolOptions(TypedDict, total=False):

@@ -4,6 +4,7 @@ by throwing real-world tools at :func:`agent.tool`."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import decimal
@@ -12,8 +13,9 @@ import functools
 import json
 import math
 import pathlib
+import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NewType
 
@@ -21,7 +23,7 @@ import pydantic
 import pytest
 
 from agent import Agent, Tool, result_text, tool
-from agent.errors import ToolArgumentsError, UserError
+from agent.errors import ToolArgumentsError, ToolTimeoutError, UserError
 from agent.providers import ScriptedModel, calls
 from tracer import Recorder, Store
 
@@ -353,3 +355,25 @@ async def test_use_tool_says_a_tool_failed_even_when_its_exception_has_no_readab
     assert (await Agent("m", provider=model, tools=[flaky], meta_tools=True).run("go")).ok
     content = next(ci.item.body["content"] for ci in model.requests[-1].context if ci.item.kind == "tool_result")
     assert content.startswith("Error: flaky failed: Opaque: <Opaque whose message could not be read>")
+
+
+async def test_an_endless_generator_tool_times_out_and_is_no_longer_drawn_on() -> None:
+    """Its items were drawn in a worker thread for ever after the timeout: memory without end."""
+    drawn: list[int] = []
+    closed = threading.Event()
+
+    def endless() -> Iterator[int]:
+        try:
+            while True:
+                drawn.append(1)
+                yield len(drawn)
+        finally:
+            closed.set()
+
+    t = tool(endless, timeout=0.05)
+    with pytest.raises(ToolTimeoutError):
+        await t.run({})
+    assert await asyncio.to_thread(closed.wait, 60)  # the worker stopped drawing and closed it
+    after = len(drawn)
+    await asyncio.sleep(0.01)
+    assert len(drawn) == after
