@@ -8,7 +8,9 @@ and, from the worker, one ``call_soon_threadsafe`` that settles the awaited futu
 The same promises as ``to_thread``: the function runs in the caller's context (context variables
 copied), calls run in parallel (a worker is started whenever none is idle, up to :data:`MAX_WORKERS`;
 past that calls wait their turn), an exception reaches the awaiting caller, and a caller cancelled
-(a tool's timeout) stops waiting while the function runs on to its end, its result dropped.
+(a tool's timeout) stops waiting while the function runs on to its end, its result dropped. A
+worker held so, by a call nobody waits for, does not count against :data:`MAX_WORKERS`: tools
+that hang past their timeout do not leave every later plain-function tool waiting for a worker.
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ from ..errors import ToolExitedError
 #: Worker threads at most (as the default executor: one per core plus four, at most 32).
 MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
 
+# the call's state, shared by its caller and its worker: queued, running, abandoned (running, and
+# its caller stopped waiting), done
+_QUEUED, _RUNNING, _ABANDONED, _DONE = range(4)
 _Work = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[..., Any],
-              tuple[Any, ...], dict[str, Any]]
+              tuple[Any, ...], dict[str, Any], list[int]]
 
 
 class _Workers:
@@ -38,6 +43,7 @@ class _Workers:
         self._lock = threading.Lock()
         self._idle = 0  # workers waiting for a call and not yet claimed by one
         self._started = 0
+        self._held = 0  # workers running a call whose caller stopped waiting (a tool past its timeout)
 
     def submit(self, work: _Work) -> None:
         with self._lock:
@@ -45,17 +51,25 @@ class _Workers:
                 self._idle -= 1  # claimed: two calls in a row never count on the same idle worker
                 start = False
             else:
-                start = self._started < MAX_WORKERS
+                start = self._started - self._held < MAX_WORKERS
                 self._started += start
         self._calls.put(work)
         if start:
             threading.Thread(target=self._work, name="footprint-tool", daemon=True).start()
 
+    def abandon(self, state: list[int]) -> None:
+        """The caller of the call in ``state`` stopped waiting: if it runs, its worker is held by it."""
+        with self._lock:
+            if state[0] == _RUNNING:
+                state[0] = _ABANDONED
+                self._held += 1
+
     def _work(self) -> None:
         calls = self._calls
         while True:
-            loop, future, context, func, args, kwargs = calls.get()
+            loop, future, context, func, args, kwargs, state = calls.get()
             if not future.cancelled():  # read across threads: at worst a cancelled call still runs
+                state[0] = _RUNNING  # (set before the caller can see it: abandon() reads it under the lock)
                 try:
                     outcome: tuple[bool, Any] = (True, context.run(func, *args, **kwargs))
                 except (SystemExit, KeyboardInterrupt) as exc:  # not this process's: set on a future,
@@ -69,6 +83,9 @@ class _Workers:
                 del outcome
             del loop, future, context, func, args, kwargs
             with self._lock:
+                if state[0] == _ABANDONED:
+                    self._held -= 1
+                state[0] = _DONE
                 self._idle += 1
 
 
@@ -97,5 +114,11 @@ async def in_thread(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> A
     """``func(*args, **kwargs)`` in a worker thread, in the caller's context; its result or exception."""
     loop = asyncio.get_running_loop()
     future = loop.create_future()
-    _workers.submit((loop, future, contextvars.copy_context(), func, args, kwargs))
-    return await future
+    state = [_QUEUED]
+    workers = _workers
+    workers.submit((loop, future, contextvars.copy_context(), func, args, kwargs, state))
+    try:
+        return await future
+    except asyncio.CancelledError:
+        workers.abandon(state)
+        raise

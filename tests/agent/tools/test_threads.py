@@ -54,3 +54,28 @@ async def test_a_cancelled_caller_stops_waiting_and_the_function_runs_to_its_end
     await asyncio.to_thread(finished.wait, 10)
     assert finished.is_set()
     assert await in_thread(lambda: "next") == "next"  # its late result was dropped, nothing broke
+
+
+async def test_calls_whose_callers_stopped_waiting_do_not_hold_every_worker() -> None:
+    """MAX_WORKERS tools hung past their timeout left every later plain-function tool of the process
+    queued behind them: each then 'did not finish within' its timeout without ever starting."""
+    release = threading.Event()
+    started = [threading.Event() for _ in range(MAX_WORKERS)]
+    returned: list[int] = []
+
+    def hung(i: int) -> str:
+        started[i].set()
+        release.wait(30)
+        returned.append(i)
+        return "late"
+
+    tasks = [asyncio.ensure_future(in_thread(hung, i)) for i in range(MAX_WORKERS)]
+    try:
+        for event in started:
+            assert await asyncio.to_thread(event.wait, 60)
+        for task in tasks:  # their callers time out
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert await in_thread(lambda: list(returned)) == []  # it ran while every hung call still held its worker
+    finally:
+        release.set()
