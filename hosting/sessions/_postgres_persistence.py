@@ -60,6 +60,30 @@ class PostgresPersistence(StoredPersistence):
         self._record = sql.Identifier(schema, f"{prefix}_record")
         self._value = sql.Identifier(schema, f"{prefix}_value")
         self._legacy = sql.Identifier(schema, prefix)
+        self._lock_heads = sql.SQL(
+            "INSERT INTO {} AS h (session_id, next_seq, version) "
+            "SELECT s, 1, 0 FROM unnest(%s::text[]) WITH ORDINALITY AS t(s, n) ORDER BY n "
+            "ON CONFLICT (session_id) DO UPDATE SET session_id = h.session_id "
+            "RETURNING session_id, next_seq, version, created_at, updated_at, status"
+        ).format(self._head)
+        self._store_rows = sql.SQL(
+            "WITH r AS (INSERT INTO {} SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[])), "
+            "v AS (INSERT INTO {} SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) "
+            "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value) "
+            "INSERT INTO {} SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[], "
+            "%s::double precision[], %s::double precision[], %s::text[]) ON CONFLICT (session_id) DO UPDATE SET "
+            "next_seq = excluded.next_seq, version = excluded.version, created_at = excluded.created_at, "
+            "updated_at = excluded.updated_at, status = excluded.status"
+        ).format(self._record, self._value, self._head)
+        self._read_all = sql.SQL(
+            # the head, the records and the values in one statement, so in one snapshot
+            "SELECT 0, NULL::bigint, NULL, NULL, next_seq, version, created_at, updated_at, status FROM {} "
+            "WHERE session_id = %(s)s "
+            "UNION ALL SELECT 1, seq, kind, body, NULL, NULL, NULL, NULL, NULL FROM {} "
+            "WHERE %(records)s AND session_id = %(s)s AND seq > %(after)s "
+            "UNION ALL SELECT 2, NULL, key, value, NULL, NULL, NULL, NULL, NULL FROM {} "
+            "WHERE %(values)s AND session_id = %(s)s AND starts_with(key, %(prefix)s)"
+        ).format(self._head, self._record, self._value)
         self._migrate = migrate
         self._max = max(1, max_connections)
         self._idle: asyncio.Queue[psycopg.AsyncConnection[Any]] = asyncio.Queue()
@@ -175,14 +199,10 @@ class PostgresPersistence(StoredPersistence):
 
     async def _apply(self, con: psycopg.AsyncConnection[Any], batch: list[WriteSet]) -> dict[int, VersionConflictError]:
         sids = sorted({ws.session_id for ws in batch})
-        # a head row for each session (version 0: nothing of the host's yet), then lock them all
-        await con.execute(sql.SQL(
-            "INSERT INTO {} (session_id, next_seq, version) SELECT unnest(%s::text[]), 1, 0 ON CONFLICT DO NOTHING"
-        ).format(self._head), [sids])
-        cur = await con.execute(sql.SQL(
-            "SELECT session_id, next_seq, version, created_at, updated_at, status FROM {} "
-            "WHERE session_id = ANY(%s) ORDER BY session_id FOR UPDATE"
-        ).format(self._head), [sids])
+        # each session's head row, made (version 0: nothing of the host's yet) where there is none,
+        # and locked, in session order, in one statement: an upsert that changes nothing still
+        # locks the row it meets and returns it as committed, also one another host has just made
+        cur = await con.execute(self._lock_heads, [sids])
         rows = await cur.fetchall()
         stored = {r[0]: SessionHead(r[0], int(r[1]), int(r[2]), float(r[3] or 0), float(r[4] or 0), r[5])
                   for r in rows}
@@ -195,31 +215,19 @@ class PostgresPersistence(StoredPersistence):
                 "DELETE FROM {} r USING (SELECT unnest(%s::text[]) AS s, unnest(%s::bigint[]) AS n) c "
                 "WHERE r.session_id = c.s AND r.seq < c.n"
             ).format(self._record), [list(plan.clear_below), list(plan.clear_below.values())])
-        if plan.records:
-            await con.execute(sql.SQL(
-                "INSERT INTO {} SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[])"
-            ).format(self._record), [[r[0] for r in plan.records], [r[1] for r in plan.records],
-                                     [r[2] for r in plan.records], [r[3] for r in plan.records]])
         if plan.value_deletes:
             await con.execute(sql.SQL(
                 "DELETE FROM {} v USING (SELECT unnest(%s::text[]) AS s, unnest(%s::text[]) AS k) d "
                 "WHERE v.session_id = d.s AND v.key = d.k"
             ).format(self._value), [[d[0] for d in plan.value_deletes], [d[1] for d in plan.value_deletes]])
-        if plan.value_upserts:
-            await con.execute(sql.SQL(
-                "INSERT INTO {} SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) "
-                "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value"
-            ).format(self._value), [[u[0] for u in plan.value_upserts], [u[1] for u in plan.value_upserts],
-                                    [u[2] for u in plan.value_upserts]])
-        if plan.heads:
-            h = plan.heads
-            await con.execute(sql.SQL(
-                "INSERT INTO {} SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[], "
-                "%s::double precision[], %s::double precision[], %s::text[]) ON CONFLICT (session_id) DO UPDATE SET "
-                "next_seq = excluded.next_seq, version = excluded.version, created_at = excluded.created_at, "
-                "updated_at = excluded.updated_at, status = excluded.status"
-            ).format(self._head), [[x.session_id for x in h], [x.next_seq for x in h], [x.version for x in h],
-                                   [x.created_at for x in h], [x.updated_at for x in h], [x.status for x in h]])
+        if plan.records or plan.value_upserts or plan.heads:
+            # the records, the values and the heads in one statement: one round trip, not three
+            r, u, h = plan.records, plan.value_upserts, plan.heads
+            await con.execute(self._store_rows, [
+                [x[0] for x in r], [x[1] for x in r], [x[2] for x in r], [x[3] for x in r],
+                [x[0] for x in u], [x[1] for x in u], [x[2] for x in u],
+                [x.session_id for x in h], [x.next_seq for x in h], [x.version for x in h],
+                [x.created_at for x in h], [x.updated_at for x in h], [x.status for x in h]])
         return plan.conflicts
 
     # ------------------------------------------------------------------ reading
@@ -228,27 +236,25 @@ class PostgresPersistence(StoredPersistence):
         self, session_id: str, *, records: bool = True, prefix: str | None = "", after_seq: int = 0
     ) -> StoredSession:
         """The session's head, records above ``after_seq`` and values under ``prefix``, read in one snapshot."""
-        async with self._connection() as con, con.transaction():
-            await con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            cur = await con.execute(sql.SQL(
-                "SELECT next_seq, version, created_at, updated_at, status FROM {} WHERE session_id = %s"
-            ).format(self._head), [session_id])
-            row = await cur.fetchone()
-            if row is None:
-                return StoredSession(None, [], [])
-            head = SessionHead(session_id, int(row[0]), int(row[1]), float(row[2] or 0), float(row[3] or 0), row[4])
-            found: list[tuple[int, str, str]] = []
-            values: list[tuple[str, str]] = []
-            if records:
-                cur = await con.execute(sql.SQL(
-                    "SELECT seq, kind, body FROM {} WHERE session_id = %s AND seq > %s ORDER BY seq"
-                ).format(self._record), [session_id, after_seq])
-                found = [(int(r[0]), r[1], r[2]) for r in await cur.fetchall()]
-            if prefix is not None:
-                cur = await con.execute(sql.SQL(
-                    "SELECT key, value FROM {} WHERE session_id = %s AND starts_with(key, %s)"
-                ).format(self._value), [session_id, prefix])
-                values = [(r[0], r[1]) for r in await cur.fetchall()]
+        async with self._connection() as con:
+            cur = await con.execute(self._read_all, {
+                "s": session_id, "records": records, "after": after_seq, "values": prefix is not None,
+                "prefix": prefix or ""})
+            rows = await cur.fetchall()
+        head: SessionHead | None = None
+        found: list[tuple[int, str, str]] = []
+        values: list[tuple[str, str]] = []
+        for part, seq, a, b, next_seq, version, created_at, updated_at, status in rows:
+            if part == 0:
+                head = SessionHead(session_id, int(next_seq), int(version), float(created_at or 0),
+                                   float(updated_at or 0), status)
+            elif part == 1:
+                found.append((int(seq), a, b))
+            else:
+                values.append((a, b))
+        if head is None:
+            return StoredSession(None, [], [])
+        found.sort()  # (in order: the statement does not promise one)
         return StoredSession(head, found, values)
 
     async def heads(self, *, limit: int, offset: int) -> list[SessionHead]:

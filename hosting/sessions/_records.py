@@ -297,18 +297,26 @@ class RecordSessions(SessionStore):
             self._cache.move_to_end(session_id)
             return cached[0].copy()
         if cached is not None:
-            held, _, last_seq = cached
+            held, size, last_seq = cached
             stored = await self.persistence.read(session_id, prefix="host.", after_seq=last_seq)
             head = stored.head
             if head is not None and head.created_at == held.created_at and head.version >= held.version:
                 # the same session, as cached or with records appended since: read only those
+                base = held.held()
                 try:
-                    envelope = envelope_from(session_id, stored, base=held.held(), older=held.older)
+                    envelope = envelope_from(session_id, stored, base=base, older=held.older)
                 except _RewoundIntoOlder:
                     pass  # (into what the cached envelope let go of: read it whole)
                 else:
                     if envelope is not None:
-                        self._remember(envelope.copy(), _held_bytes(envelope.held()), head.next_seq - 1)
+                        # what it holds is the cached part and the messages appended since (summed
+                        # over the whole conversation, a long session's every turn would pay for it)
+                        now = envelope.held()
+                        if any(kind == REWIND for _, kind, _ in stored.records):
+                            size = _held_bytes(now)
+                        else:
+                            size += _held_bytes(now[len(base):])
+                        self._remember(envelope.copy(), size, head.next_seq - 1)
                     return envelope
             self._forget(session_id)  # deleted, or deleted and created again: read it whole
         stored = await self.persistence.read(session_id, prefix="host.")

@@ -386,3 +386,47 @@ async def test_two_postgres_clients_of_one_session_never_reuse_a_number() -> Non
             await h.close()
         with psycopg.connect(dsn, autocommit=True) as con:
             con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+async def test_a_postgres_read_is_one_statement_and_a_batch_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the host's event loop runs every statement: a turn's reads and writes are a few round trips,
+    # not one per table (head, records, values) and per step (make, lock, write)
+    dsn = postgres_dsn()
+    if dsn is None:
+        pytest.skip("no PostgreSQL server on 127.0.0.1:5432 (CI starts one)")
+    from hosting.sessions._stored import HeadUpdate, WriteSet
+
+    schema = f"fp_test_{uuid.uuid4().hex[:12]}"
+    store = PostgresPersistence(dsn, schema=schema)
+    sent: list[str] = []
+    execute, transaction = psycopg.AsyncConnection.execute, psycopg.AsyncConnection.transaction
+
+    def counting_execute(con: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(query.as_string(None) if hasattr(query, "as_string") else str(query))
+        return execute(con, query, *args, **kwargs)
+
+    def counting_transaction(con: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append("BEGIN .. COMMIT")
+        return transaction(con, *args, **kwargs)
+
+    try:
+        await store.append(ctx("warm"), SessionRecord("user", {"n": 0}))  # (the tables made)
+        monkeypatch.setattr(psycopg.AsyncConnection, "execute", counting_execute)
+        monkeypatch.setattr(psycopg.AsyncConnection, "transaction", counting_transaction)
+        writes = WriteSet("s", appends=[("user", '{"n":1}'), ("assistant", '{"n":2}')], values={"host.x": '"v"'},
+                          head=HeadUpdate(0, 1, 1.0, 2.0, "answered"))
+        await store.commit(writes)
+        assert len(sent) == 3, sent  # the transaction, the heads made and locked, the rows stored
+        sent.clear()
+        stored = await store.read("s", prefix="host.", after_seq=1)
+        assert len(sent) == 1, sent
+        assert stored.head is not None and (stored.head.next_seq, stored.head.version, stored.head.status) == \
+            (3, 1, "answered")
+        assert stored.records == [(2, "assistant", '{"n":2}')] and stored.values == [("host.x", '"v"')]
+        assert (await store.read("s", records=False, prefix=None)).records == []
+        assert (await store.read("nobody")).head is None
+    finally:
+        monkeypatch.undo()
+        await store.close()
+        with psycopg.connect(dsn, autocommit=True) as con:
+            con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")

@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from agent import Conversation
 from hosting import DuckDBSessions, Envelope, InMemorySessions, PostgresSessions, UnreadableEnvelopeError
 from hosting.sessions import RecordSessions
+from hosting.sessions import _records as records_module
+from hosting.sessions._memory import MemoryTables
 from tests.hosting.hostkit import postgres_dsn
 from tests.hosting.sessions.test_persistence_conformance import API_KEY
 from tracer import ContextItem, Item, ItemKind, Origin, OriginKind, Store
@@ -236,6 +238,41 @@ async def test_a_shared_store_reads_only_what_other_hosts_appended_since() -> No
         await two.close()
         with psycopg.connect(dsn, autocommit=True) as con:
             con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+class _SharedTables(MemoryTables):
+    """Memory tables that say several hosts write them (as PostgreSQL does): a load asks them."""
+
+    shared = True
+
+
+async def test_a_shared_load_weighs_only_the_messages_appended_since(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a long session's every turn must not pay for summing what its whole cached conversation holds
+    tables = _SharedTables()
+    one, two = RecordSessions(tables), RecordSessions(tables)
+    envelope = await one.save(_fresh("shared", *(f"question {n}" for n in range(200))))
+    assert await two.load("shared") is not None  # read whole, then cached
+    weighed: list[int] = []
+    held_bytes = records_module._held_bytes
+
+    def counting(messages: Any) -> int:
+        weighed.append(len(messages))
+        return held_bytes(messages)
+
+    monkeypatch.setattr(records_module, "_held_bytes", counting)
+    for n in range(3):
+        envelope = await _next(one, envelope, _item(ItemKind.ASSISTANT, f"answer {n}"), _item(ItemKind.USER, f"q{n}"))
+        weighed.clear()
+        seen = await two.load("shared")
+        assert seen is not None and seen.message_count == envelope.message_count
+        assert max(weighed) <= 2
+        cached, size, _ = two._cache["shared"]
+        assert size == held_bytes(cached.held())
+    envelope = await _next(one, envelope, _item(ItemKind.ASSISTANT, "again"), drop=3)  # a rewind: weighed whole
+    seen = await two.load("shared")
+    assert seen is not None and list(seen.held()) == list(envelope.held())
+    cached, size, _ = two._cache["shared"]
+    assert size == held_bytes(cached.held())
 
 
 # ---------------------------------------------------------------------- a session let go of and read back
