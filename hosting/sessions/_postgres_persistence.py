@@ -2,11 +2,15 @@
 
 The same three tables as DuckDB (``fp_session_head``, ``fp_session_record``, ``fp_session_value``
 in ``schema``), the same plan per batch (:func:`hosting.sessions._stored.plan_batch`). Several
-hosts may write at once, so a batch first makes sure each session it touches has a head row and
-then locks those rows (``FOR UPDATE``, in session order, so two hosts never deadlock): record
+hosts may write at once, so a batch first makes each session it touches a head row where it has
+none and locks those rows, in session order so two hosts never deadlock — one upsert that
+changes nothing, which waits for a host holding the row and returns it as committed: record
 numbers and the host's version check are decided on what is committed, not on what this process
-last saw. Connections (psycopg 3, async) are opened on first use and kept in a small pool; a
-broken one is dropped and the next use opens a fresh one.
+last saw. Then one statement stores the batch's records, values and heads (deletes, rare, go
+before it). A read is one statement too (head, records and values in one snapshot). The host's
+event loop runs every statement: a turn whose saves share one batch costs five round trips
+(BEGIN and COMMIT included), where it cost thirteen. Connections (psycopg 3, async) are opened
+on first use and kept in a small pool; a broken one is dropped and the next use opens a fresh one.
 """
 
 from __future__ import annotations
