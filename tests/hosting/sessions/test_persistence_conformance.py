@@ -13,6 +13,7 @@ import asyncio
 import random
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -370,34 +371,56 @@ async def test_a_failed_commit_is_never_acknowledged(tmp_path: Path, monkeypatch
         await store.close()
 
 
-async def test_two_postgres_clients_of_one_session_never_reuse_a_number() -> None:
+@asynccontextmanager
+async def _postgres_clients(count: int) -> AsyncIterator[list[PostgresPersistence]]:
+    """``count`` clients of one PostgreSQL schema of their own (dropped afterwards)."""
     dsn = postgres_dsn()
     if dsn is None:
         pytest.skip("no PostgreSQL server on 127.0.0.1:5432 (CI starts one)")
     schema = f"fp_test_{uuid.uuid4().hex[:12]}"
-    hosts = [PostgresPersistence(dsn, schema=schema) for _ in range(2)]
+    clients = [PostgresPersistence(dsn, schema=schema) for _ in range(count)]
     try:
+        yield clients
+    finally:
+        for client in clients:
+            await client.close()
+        with psycopg.connect(dsn, autocommit=True) as con:
+            con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+async def test_two_postgres_clients_of_one_session_never_reuse_a_number() -> None:
+    async with _postgres_clients(2) as hosts:
         await asyncio.gather(*(hosts[i % 2].append(ctx("shared"), SessionRecord("user", {"i": i})) for i in range(20)))
         records = list(await hosts[0].load(ctx("shared")))
         assert sorted(r.body["i"] for r in records) == list(range(20))
         assert [r.seq for r in records] == list(range(1, 21))
-    finally:
-        for h in hosts:
-            await h.close()
-        with psycopg.connect(dsn, autocommit=True) as con:
-            con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+async def test_three_postgres_clients_of_many_new_sessions_never_deadlock_nor_reuse_a_number() -> None:
+    # batches of many sessions at once from several clients: heads made and locked in session
+    # order (no deadlock), a head another client has just made is seen and locked (no number twice)
+    rng = random.Random(7)
+    picks = [[f"s{rng.randrange(8)}" for _ in range(15)] for _ in range(12)]
+    async with _postgres_clients(3) as hosts:
+
+        async def client(n: int) -> None:
+            for k, sid in enumerate(picks[n]):
+                await hosts[n % 3].append(ctx(sid), SessionRecord("user", {"n": n, "k": k}))
+
+        await asyncio.gather(*(client(n) for n in range(12)))
+        seen = []
+        for sid in sorted({sid for pick in picks for sid in pick}):
+            records = list(await hosts[0].load(ctx(sid)))
+            assert [r.seq for r in records] == list(range(1, len(records) + 1))
+            seen += [(r.body["n"], r.body["k"]) for r in records]
+        assert sorted(seen) == [(n, k) for n in range(12) for k in range(15)]
 
 
 async def test_a_postgres_read_is_one_statement_and_a_batch_two(monkeypatch: pytest.MonkeyPatch) -> None:
     # the host's event loop runs every statement: a turn's reads and writes are a few round trips,
     # not one per table (head, records, values) and per step (make, lock, write)
-    dsn = postgres_dsn()
-    if dsn is None:
-        pytest.skip("no PostgreSQL server on 127.0.0.1:5432 (CI starts one)")
     from hosting.sessions._stored import HeadUpdate, WriteSet
 
-    schema = f"fp_test_{uuid.uuid4().hex[:12]}"
-    store = PostgresPersistence(dsn, schema=schema)
     sent: list[str] = []
     execute, transaction = psycopg.AsyncConnection.execute, psycopg.AsyncConnection.transaction
 
@@ -409,7 +432,7 @@ async def test_a_postgres_read_is_one_statement_and_a_batch_two(monkeypatch: pyt
         sent.append("BEGIN .. COMMIT")
         return transaction(con, *args, **kwargs)
 
-    try:
+    async with _postgres_clients(1) as (store,):
         await store.append(ctx("warm"), SessionRecord("user", {"n": 0}))  # (the tables made)
         monkeypatch.setattr(psycopg.AsyncConnection, "execute", counting_execute)
         monkeypatch.setattr(psycopg.AsyncConnection, "transaction", counting_transaction)
@@ -425,8 +448,4 @@ async def test_a_postgres_read_is_one_statement_and_a_batch_two(monkeypatch: pyt
         assert stored.records == [(2, "assistant", '{"n":2}')] and stored.values == [("host.x", '"v"')]
         assert (await store.read("s", records=False, prefix=None)).records == []
         assert (await store.read("nobody")).head is None
-    finally:
         monkeypatch.undo()
-        await store.close()
-        with psycopg.connect(dsn, autocommit=True) as con:
-            con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
