@@ -24,6 +24,7 @@ from ._context import ToolContext
 from ._governance import govern
 from ._permissions import META_CATEGORY
 from ._registry import ToolRegistry
+from ._schema import kind_text
 from ._tool import PauseRun, Tool, message_of
 from .errors import PermissionDeniedError, ToolUseError
 
@@ -47,9 +48,8 @@ def tool_help(tool: Tool) -> str:
     lines.append("Parameters:" if properties else "Parameters: none")
     example: dict[str, Any] = {}
     for name, schema in properties.items():
-        kind = schema.get("type") or ("one of " + ", ".join(map(json.dumps, schema["enum"]))
-                                      if "enum" in schema else "any")
-        kind = kind if isinstance(kind, str) else " or ".join(kind)
+        kind = kind_text(schema, " or ") or ("one of " + ", ".join(map(json.dumps, schema["enum"]))
+                                             if "enum" in schema else "any")
         notes = ["required" if name in required else "optional"]
         if "enum" in schema and "type" in schema:
             notes.append("one of " + ", ".join(map(json.dumps, schema["enum"])))

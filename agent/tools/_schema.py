@@ -159,6 +159,21 @@ def _paragraphs(lines: list[str]) -> list[str]:
     return out
 
 
+def kind_text(schema: dict[str, Any], joiner: str) -> str | None:
+    """What a parameter's schema takes, for a reader: ``integer``, ``date string``, ``integer|null``
+    (types joined by ``joiner``; the options of an ``anyOf`` too). None when it names no type (an
+    enum, or any value)."""
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return f"{schema['format']} {kind}" if isinstance(schema.get("format"), str) else kind
+    if isinstance(kind, list):
+        return joiner.join(map(str, kind))
+    options = schema.get("anyOf")
+    if isinstance(options, list) and options:
+        return joiner.join(dict.fromkeys(kind_text(o, joiner) or ("enum" if "enum" in o else "any") for o in options))
+    return None
+
+
 def nullable(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` or null."""
     kind = schema.get("type")

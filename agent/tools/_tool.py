@@ -28,7 +28,7 @@ from tracer.errors import json_kind
 
 from ..errors import ToolArgumentsError, ToolExitedError, ToolTimeoutError, UserError
 from ._context import ToolContext
-from ._schema import json_value, surely_valid
+from ._schema import json_value, kind_text, surely_valid
 from ._signature import _target, call_arguments, declare
 from ._threads import in_thread
 
@@ -123,9 +123,8 @@ class Tool:
         required = set(self.parameters.get("required") or ())
         parts = []
         for pname, schema in properties.items():
-            kind = schema.get("type") or ("enum " + "|".join(map(str, schema["enum"])) if "enum" in schema else "any")
-            parts.append(f"{pname}: {kind if isinstance(kind, str) else '|'.join(kind)}"
-                         f"{' (required)' if pname in required else ''}")
+            kind = kind_text(schema, "|") or ("enum " + "|".join(map(str, schema["enum"])) if "enum" in schema else "any")
+            parts.append(f"{pname}: {kind}{' (required)' if pname in required else ''}")
         return ", ".join(parts) or "no parameters"
 
     def parse_arguments(self, raw: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ import pytest
 from agent import Agent, Tool, result_text, tool
 from agent.errors import ToolArgumentsError, ToolTimeoutError, UserError
 from agent.providers import ScriptedModel, calls
+from agent.tools import tool_help
 from tracer import Recorder, Store
 
 
@@ -377,3 +378,15 @@ async def test_an_endless_generator_tool_times_out_and_is_no_longer_drawn_on() -
     after = len(drawn)
     await asyncio.sleep(0.01)
     assert len(drawn) == after
+
+
+def test_the_signature_and_the_help_say_what_a_union_or_a_formatted_string_takes() -> None:
+    """An optional dataclass or 'int | str' was 'any', a date a bare 'string'."""
+
+    def plan(day: datetime.date, span: Stamp | None, size: int | str, color: Color) -> str:
+        return "ok"
+
+    t = tool(plan)
+    assert t.signature() == ("day: date string (required), span: object|null (required), "
+                             "size: integer|string (required), color: enum red|green (required)")
+    assert "- span (object or null, required)" in tool_help(t) and "- day (date string, required)" in tool_help(t)
