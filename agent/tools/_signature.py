@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -76,7 +77,7 @@ def declare(fn: Callable[..., Any], name: str | None, names: dict[str, Any] | No
         if param.kind is param.VAR_KEYWORD:  # **kwargs: any other argument, of its annotated type
             extra = _schema(hint, label, param.name) or True
             continue
-        if hint is ToolContext:
+        if _is_context(hint):
             declared.context_param = param.name
             continue
         schema = _schema(hint, label, param.name)
@@ -197,6 +198,16 @@ def _schema(hint: Any, label: str, pname: str) -> dict[str, Any]:
             f"can stand for; annotate it with str, int, float, bool, a list, a dict, a Literal, an Enum, a "
             f"dataclass, a TypedDict or a pydantic model (or bind it with functools.partial)"
         ) from None
+
+
+def _is_context(hint: Any) -> bool:
+    """``ToolContext``, also optional (``ToolContext | None = None``) or ``Annotated``."""
+    if typing.get_origin(hint) is typing.Annotated:
+        return _is_context(typing.get_args(hint)[0])
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        return len(options) == 1 and _is_context(options[0])
+    return hint is ToolContext
 
 
 def _allows_null(schema: dict[str, Any]) -> bool:

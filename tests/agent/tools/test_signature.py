@@ -17,12 +17,12 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, NewType
+from typing import Annotated, Any, Literal, NewType
 
 import pydantic
 import pytest
 
-from agent import Agent, Tool, result_text, tool
+from agent import Agent, Tool, ToolContext, result_text, tool
 from agent.errors import ToolArgumentsError, ToolTimeoutError, UserError
 from agent.providers import ScriptedModel, calls
 from agent.tools import tool_help
@@ -390,3 +390,18 @@ def test_the_signature_and_the_help_say_what_a_union_or_a_formatted_string_takes
     assert t.signature() == ("day: date string (required), span: object|null (required), "
                              "size: integer|string (required), color: enum red|green (required)")
     assert "- span (object or null, required)" in tool_help(t) and "- day (date string, required)" in tool_help(t)
+
+
+async def test_an_optional_or_annotated_tool_context_is_the_context_not_a_parameter() -> None:
+    """'context: ToolContext | None = None' was offered to the model as an object of the context's fields."""
+
+    def whoami(prefix: str, context: ToolContext | None = None) -> str:
+        return f"{prefix}{context.call_id if context else 'none'}"
+
+    def note(text: str, context: Annotated[ToolContext, "the call"]) -> str:
+        return f"{text}@{context.call_id}"
+
+    for t in (tool(whoami), tool(note)):
+        assert t.takes_context and list(t.parameters["properties"]) == [t.parameters["required"][0]]
+    assert await tool(whoami).run({"prefix": "id:"}, ToolContext(call_id="c9")) == "id:c9"
+    assert await tool(note).run({"text": "n"}, ToolContext(call_id="c1")) == "n@c1"
