@@ -269,6 +269,8 @@ def schema_of(annotation: Any, _seen: frozenset[type] = frozenset()) -> dict[str
         return {"type": "array", "items": schema_of(args[0], _seen) if args else {}}
     if container in (dict, *_MAPPINGS):
         schema: dict[str, Any] = {"type": "object"}
+        if len(args) == 2 and args[0] is int:  # JSON keys are text: these are integers written out
+            schema["propertyNames"] = {"pattern": r"^-?[0-9]+$"}
         if len(args) == 2 and args[1] is not Any:
             schema["additionalProperties"] = schema_of(args[1], _seen)
         return schema
@@ -432,8 +434,12 @@ def converter_of(annotation: Any) -> Callable[[Any], Any] | None:
         convert_item = item or _same
         return lambda value: container(convert_item(v) for v in value)
     if container is dict and len(args) == 2:
+        key = int if args[0] is int else converter_of(args[0])
         item = converter_of(args[1])
-        return None if item is None else (lambda value: {k: item(v) for k, v in value.items()})
+        if key is None and item is None:
+            return None
+        convert_key, convert_item = key or _same, item or _same
+        return lambda value: {convert_key(k): convert_item(v) for k, v in value.items()}
     return None
 
 

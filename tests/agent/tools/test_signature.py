@@ -405,3 +405,17 @@ async def test_an_optional_or_annotated_tool_context_is_the_context_not_a_parame
         assert t.takes_context and list(t.parameters["properties"]) == [t.parameters["required"][0]]
     assert await tool(whoami).run({"prefix": "id:"}, ToolContext(call_id="c9")) == "id:c9"
     assert await tool(note).run({"text": "n"}, ToolContext(call_id="c1")) == "n@c1"
+
+
+async def test_a_dict_with_integer_or_enum_keys_arrives_with_them() -> None:
+    """JSON keys are text: the function got {'1': ...} and its scores[1] was a KeyError."""
+
+    @tool
+    def top(scores: dict[int, float], by_color: dict[Color, int]) -> str:
+        """The best."""
+        return f"{scores[1]} {by_color[Color.RED]}"
+
+    assert top.parameters["properties"]["scores"]["propertyNames"] == {"pattern": "^-?[0-9]+$"}
+    assert await top.run(top.check_arguments({"scores": {"1": 0.5, "-2": 1}, "by_color": {"red": 3}})) == "0.5 3"
+    with pytest.raises(ToolArgumentsError, match=r"scores: 'one' does not match"):
+        top.check_arguments({"scores": {"one": 1.0}, "by_color": {}})
