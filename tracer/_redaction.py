@@ -61,6 +61,11 @@ DEFAULT_PATTERNS = (
     # each starts with a literal the guard looks for: see _literal_guards)
     *(rf"(?i){name}[\"']?\s*[=:]\s*" + _SECRET_VALUE for name in ("api_key", "api-key", "apikey")),
     r"(?i)secret(?:[_\-]?key)?[\"']?\s*[=:]\s*" + _SECRET_VALUE,
+    # an HTTP Authorization (or Proxy-Authorization) header's credentials in text ('Authorization:
+    # Basic dXNl...', "{'authorization': 'Token ...'}"): the scheme is kept, the credentials masked
+    # (up to a quote, a backslash or a separator: a JSON text escaping the header's quotes stays JSON)
+    r"(?i)authorization(?:\\?[\"'])?\s*[=:]\s*(?:\\?[\"'])?(?:(?:basic|token|digest|negotiate|ntlm|apikey|key)\s+)?"
+    r"(?P<secret>(?!\[REDACTED\])[^\s\"'\\,;&{}\[\]][^\s\"'\\,;&]*)",
 )
 
 

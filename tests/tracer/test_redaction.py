@@ -270,6 +270,11 @@ _credentials = st.one_of(
     st.tuples(st.sampled_from(["postgresql", "https", "redis", "amqp"]), st.text(_ALNUM, max_size=8),
               st.text(_ALNUM + "!$%*+-.~", min_size=6, max_size=20))
     .map(lambda p: (f"{p[0]}://{p[1]}:{p[2]}@db.internal:5432/app", ":" + p[2] + "@")),
+    st.tuples(st.sampled_from(["Authorization: ", "authorization=", "Proxy-Authorization: ", "'authorization': '",
+                               '"Authorization": "']),
+              st.sampled_from(["Basic ", "Token ", "token ", "ApiKey ", ""]),
+              st.text(_ALNUM + "+/", min_size=12, max_size=40), st.sampled_from(["", "=", "=="]))
+    .map(lambda p: (p[0] + p[1] + p[2] + p[3], p[2])),
 )
 _around = st.sampled_from(["", " ", "my key is ", "\n", "(", "'", '"', "key=", "token: ", ", then "])
 
@@ -278,8 +283,8 @@ _around = st.sampled_from(["", " ", "my key is ", "\n", "(", "'", '"', "key=", "
 @given(_credentials, _around, _around)
 def test_a_pasted_credential_of_any_common_shape_is_masked(credential: tuple[str, str], before: str,
                                                          after: str) -> None:
-    """Google API keys, GitHub, Slack and AWS tokens, Anthropic keys, JWTs, private key blocks and
-    URL passwords are masked wherever they sit: in free text, in a JSON text (a tool call's
+    """Google API keys, GitHub, Slack and AWS tokens, Anthropic keys, JWTs, private key blocks, URL
+    passwords and the credentials of an Authorization header are masked wherever they sit: in free text, in a JSON text (a tool call's
     arguments, a tool result) and in a JSON value's strings, under a key that says nothing."""
     whole, secret = credential
     policy = RedactionPolicy()
