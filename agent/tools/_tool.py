@@ -23,7 +23,7 @@ from typing import Any, TypedDict, Unpack, overload
 
 import jsonschema
 
-from tracer import Item, ItemKind
+from tracer import Item, ItemKind, RedactionPolicy
 from tracer.errors import json_kind
 
 from ..errors import ToolArgumentsError, ToolExitedError, ToolTimeoutError, UserError
@@ -338,9 +338,20 @@ def _plain(value: Any) -> Any:
     return str(value) if converted is value else converted
 
 
+#: The longest exception text the model is shown of a failed call (a 2 MB message would fill its context).
+MAX_ERROR_TEXT = 4000
+_CREDENTIALS = RedactionPolicy()
+
+
 def message_of(exc: BaseException) -> str:
-    """``str(exc)``, or what can be said of an exception whose text cannot be read."""
+    """``str(exc)`` as the model may see it: credentials masked (an exception quoting a request's
+    ``Authorization`` header or a key must not send it to the model provider, nor have the model
+    repeat it), cut to :data:`MAX_ERROR_TEXT` characters; or what can be said of an exception whose
+    text cannot be read."""
     try:
-        return str(exc)
+        text = str(exc)
     except Exception:  # a broken __str__ must not turn one failed call into a crashed run
         return f"<{type(exc).__name__} whose message could not be read>"
+    if len(text) > MAX_ERROR_TEXT:
+        text = f"{text[:MAX_ERROR_TEXT]}… ({len(text) - MAX_ERROR_TEXT:,} more characters)"
+    return _CREDENTIALS.text(text)

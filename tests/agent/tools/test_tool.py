@@ -14,9 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from agent import Tool, ToolRegistry, result_text, tool
+from agent import Agent, Tool, ToolRegistry, result_text, tool
 from agent.errors import ToolArgumentsError, ToolNotFoundError, ToolTimeoutError, UserError
+from agent.providers import ScriptedModel, calls
 from agent.tools._schema import surely_valid as _surely_valid
+from agent.tools._tool import MAX_ERROR_TEXT
 
 
 class Unit(enum.Enum):
@@ -365,3 +367,29 @@ async def test_a_tool_that_calls_sys_exit_fails_that_call_only(where: str) -> No
 
     result = await Agent("a", provider=FunctionModel(model), tools=[wrapped]).run("go")
     assert result.status == "answered" and "sys.exit(2)" in result.answer, result.answer
+
+
+def test_a_failed_calls_error_text_reaches_the_model_without_credentials_and_cut_to_size() -> None:
+    """An exception quoting a request's credentials (a 401 from an API client) is shown to the model
+    with them masked, so neither the model provider nor the model's answer gets them; a huge message
+    is cut, with how much was left out."""
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a page.
+
+        Args:
+            url: the address
+        """
+        if url == "big":
+            raise RuntimeError("x" * 2_000_000)
+        raise RuntimeError("401 Unauthorized: {'Authorization': 'Basic dXNlcjpwYXNzd29yZA=='} "
+                           "api key sk-abcdefghijklmnopqrstuvwxyz0123")
+
+    model = ScriptedModel([calls(("fetch", {"url": "a"}, "c1")), calls(("fetch", {"url": "big"}, "c2")), "done"])
+    result = asyncio.run(Agent("a", provider=model, tools=[fetch]).run("go"))
+    assert result.status == "answered"
+    shown = {ci.item.body["call_id"]: ci.item.body["content"]
+             for ci in model.requests[-1].context if ci.item.kind == "tool_result"}
+    assert "401 Unauthorized" in shown["c1"] and "'Basic [REDACTED]'" in shown["c1"]
+    assert "dXNlcjpwYXNzd29yZA" not in shown["c1"] and "sk-abcdefghij" not in shown["c1"]
+    assert MAX_ERROR_TEXT < len(shown["c2"]) < MAX_ERROR_TEXT + 200 and "1,996,000 more characters" in shown["c2"]
