@@ -64,7 +64,10 @@ DEFAULT_PATTERNS = (
     # an HTTP Authorization (or Proxy-Authorization) header's credentials in text ('Authorization:
     # Basic dXNl...', "{'authorization': 'Token ...'}"): the scheme is kept, the credentials masked
     # (up to a quote, a backslash or a separator: a JSON text escaping the header's quotes stays JSON)
-    r"(?i)authorization(?:\\?[\"'])?\s*[=:]\s*(?:\\?[\"'])?(?:(?:basic|token|digest|negotiate|ntlm|apikey|key)\s+)?"
+    # (with no scheme, only a value that looks like one: 12 or more characters of a token's alphabet,
+    # so that 'authorization: none' or 'authorization: the process' in prose is kept)
+    r"(?i)authorization(?:\\?[\"'])?\s*[=:]\s*(?:\\?[\"'])?"
+    r"(?:(?:basic|token|digest|negotiate|ntlm|apikey|key)\s+|(?=[A-Za-z0-9+/=._~\-]{12}))"
     r"(?P<secret>(?!\[REDACTED\])[^\s\"'\\,;&{}\[\]][^\s\"'\\,;&]*)",
 )
 

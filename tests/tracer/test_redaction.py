@@ -307,3 +307,12 @@ def test_a_url_keeps_all_but_its_password() -> None:
     assert policy.text("git clone ssh://git@github.com/x.git") == "git clone ssh://git@github.com/x.git"
     custom = RedactionPolicy.with_extra(patterns=[r"api-key=(?P<secret>\w+)"])
     assert custom.text("send api-key=abc123 along") == f"send api-key={MASK} along"
+
+
+def test_an_authorization_header_loses_its_credentials_and_prose_about_authorization_is_kept() -> None:
+    policy = RedactionPolicy()
+    assert policy.text("401 for Authorization: Basic dXNlcjpwYXNzd29yZA==") == f"401 for Authorization: Basic {MASK}"
+    assert policy.text("{'authorization': 'Token abcdef0123456789'}") == f"{{'authorization': 'Token {MASK}'}}"
+    assert policy.text("Proxy-Authorization: 0123456789abcdefXYZ") == f"Proxy-Authorization: {MASK}"
+    for prose in ("authorization: none", "Authorization: the process of granting access", "authorization failed: 401"):
+        assert policy.text(prose) == prose
