@@ -156,14 +156,12 @@ def _bound_keywords(fn: Callable[..., Any]) -> set[str]:
 
 def _hints(target: Any, label: str, params: list[inspect.Parameter], names: dict[str, Any]) -> dict[str, Any]:
     """The resolved annotations; :class:`UserError` names a parameter whose annotation does not resolve."""
-    try:
-        return typing.get_type_hints(target, include_extras=True)
-    except Exception:  # perhaps a class defined where the tool is made, else find the parameter that fails
-        pass
-    try:
-        return typing.get_type_hints(target, localns=names, include_extras=True)
-    except Exception:
-        pass
+    # the target's own names, then also those where the tool is made (a class defined there)
+    for localns in (None, names):
+        try:
+            return typing.get_type_hints(target, localns=localns, include_extras=True)
+        except Exception:  # the next names; else the parameter that fails is found below
+            continue
     raw = getattr(target, "__annotations__", None) or {}
     globalns = getattr(target, "__globals__", None) or {}
     hints: dict[str, Any] = {}

@@ -11,6 +11,7 @@ derives all of it from a typed Python function and its docstring.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
@@ -137,10 +138,8 @@ class Tool:
                 f"expected a JSON object with {self.signature()}"
             ) from exc
         if isinstance(value, str) and value.lstrip().startswith("{"):  # an object sent as a JSON string, as
-            try:                                                          # some models (and servers) do
+            with contextlib.suppress(json.JSONDecodeError):               # some models (and servers) do
                 value = json.loads(value)
-            except json.JSONDecodeError:
-                pass
         if not isinstance(value, dict):
             raise ToolArgumentsError(
                 f"arguments for {self.name} must be a JSON object, not {json_kind(value)}; "

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,12 +17,6 @@ async def weather(city: str) -> str:
     """The weather in a city."""
     return f"{city}: sunny"
 
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store.open(tmp_path / "s.duckdb")
-    yield s
-    s.close()
 
 
 def load(store: Store, run_id: str) -> RunData:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from agent import Agent, InMemoryPersonalMemory, MemoryInjector, memory_record
@@ -29,11 +26,6 @@ def memory() -> InMemoryPersonalMemory:
         memory_record("bob", "fact", "Lives in Lyon.", name="home_city"),
     ])
 
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "fp.duckdb") as opened:
-        yield opened
 
 
 async def test_inject_memory_puts_each_record_in_its_section_naming_it(memory: InMemoryPersonalMemory) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,12 +27,6 @@ async def broken(city: str) -> str:
     """Always fails."""
     raise RuntimeError("backend down")
 
-
-@pytest.fixture
-def store(tmp_path: Path) -> Any:
-    s = Store.open(tmp_path / "s.duckdb")
-    yield s
-    s.close()
 
 
 def load(store: Store, run_id: str) -> RunData:

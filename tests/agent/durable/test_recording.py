@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from agent.durable import AgentProviders, DurableHooks, TurnDone
 from agent.errors import ProviderServerError
 from agent.providers import FunctionModel, ModelRequest
 from tests.agent.durable.durablekit import Gate, echo_model, session
 from tracer import Recorder, Store
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Any:
-    s = Store.open(tmp_path / "s.duckdb")
-    yield s
-    s.close()
 
 
 def turns(agent: Any) -> list[TurnDone]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,12 +15,6 @@ from agent.demo import run_demo
 from agent.providers import FunctionModel, ModelRequest, ModelResponse, calls
 from agent.providers._demo import OfflineDemoModel
 from tracer import Recorder, Store
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "evidence.duckdb") as opened:
-        yield opened
 
 
 @pytest.fixture

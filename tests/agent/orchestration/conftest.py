@@ -8,12 +8,8 @@ its context, so a changed tool result changes every answer downstream of it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from agent import Tool
 from agent.orchestration import (
@@ -27,16 +23,11 @@ from agent.orchestration import (
     plan_tools,
 )
 from agent.providers import FunctionModel, ModelRequest, ModelResponse, calls
-from tracer import Recorder, Store
+from tracer import Recorder
 
 QUESTION = "How tall is the Eiffel Tower?"
 WRONG_FACT = "The Eiffel Tower is 450 m tall."
 
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "team.duckdb") as opened:
-        yield opened
 
 
 def _turn(request: ModelRequest) -> tuple[str, list[dict[str, Any]]]:

@@ -231,7 +231,7 @@ def test_what_cannot_be_declared_is_refused_naming_the_tool_and_the_parameter() 
         tool(apply)
 
     class Session:
-        pass
+        """A class of no known shape."""
 
     def fetch(url: str, sessions: list[Session]) -> str:
         return url
