@@ -36,6 +36,8 @@ from ._prompt import AUTONOMY_GUIDELINES
 from .errors import PersonalMemoryError
 
 _POLICY = RedactionPolicy()  # the credential masking every store applies before it keeps anything
+_NOT_A_SECRET = ("looks like a credential (an API key or a token): names and ids are stored and shown as given, "
+                 "so use one that is not a secret")
 
 #: Every record kind, in the order a profile lists them, with the prompt section it is injected into.
 RECORD_KINDS: dict[str, str] = {
@@ -108,6 +110,8 @@ def memory_record(
         name = uuid.uuid4().hex[:12]
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise PersonalMemoryError("name", f"record name {quoted(name)} must be 1-100 ASCII letters, digits or . _ : @ -")
+    if _POLICY.text(name) != name:  # a name is a key (stored, in origins, in replies): it cannot be masked
+        raise PersonalMemoryError("name", f"record name {quoted(name)} {_NOT_A_SECRET}")
     if not isinstance(text, str) or not text.strip():
         raise PersonalMemoryError("text", f"the {kind} record {name!r} needs a non-empty text")
     if "\x00" in text:
@@ -138,6 +142,8 @@ def check_user_id(user_id: object) -> str:
     if not isinstance(user_id, str) or not USER_PATTERN.match(user_id):
         raise PersonalMemoryError("user_id", f"user id {quoted(user_id)} must be 1-100 ASCII letters, digits or "
                                              f". _ : @ - (starting with a letter or digit)")
+    if _POLICY.text(user_id) != user_id:  # an id is stored and shown as given: it cannot be masked
+        raise PersonalMemoryError("user_id", f"user id {quoted(user_id)} {_NOT_A_SECRET}")
     return user_id
 
 

@@ -37,6 +37,8 @@ MAX_PROMPT_CHARS = 100_000
 _WIRE = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, str_strip_whitespace=True)
 #: a definition is stored, returned and sent to the model: a credential in its texts is masked, as in the recordings
 _POLICY = RedactionPolicy()
+NOT_A_SECRET = ("looks like a credential (an API key or a token): it is stored and sent on as given, so give "
+                "one that is not a secret")
 
 
 def _names(values: list[str], what: str) -> list[str]:
@@ -87,15 +89,15 @@ class AgentConfig(_NoNul):
     def _group_names(cls, value: list[str]) -> list[str]:
         return _names(value, "toolGroups")
 
-    @field_validator("description")
+    @field_validator("description", "category", "emoji")
     @classmethod
-    def _masked_description(cls, value: str | None) -> str | None:
+    def _masked_text(cls, value: str | None) -> str | None:
         return None if value is None else _POLICY.text(value)
 
     @field_validator("triggers")
     @classmethod
     def _keywords(cls, value: list[str]) -> list[str]:
-        cleaned = [k.strip().lower() for k in value]
+        cleaned = [_POLICY.text(k).strip().lower() for k in value]
         if any(not k or len(k) > 100 for k in cleaned):
             raise ValueError("each trigger keyword must be 1-100 characters")
         return cleaned
@@ -110,16 +112,31 @@ class _DefinitionFields(_NoNul):
                           description="A provider of the host, or `default` (the host's default).")
     model: str = Field(DEFAULT, min_length=1, max_length=200, description="A model name, or `default`.")
 
-    @field_validator("system_prompt")
+    @field_validator("system_prompt", "name")
     @classmethod
     def _masked_prompt(cls, value: str) -> str:
         return _POLICY.text(value)
+
+    @field_validator("provider", "model")
+    @classmethod
+    def _not_a_credential(cls, value: str) -> str:
+        # a name the host resolves and sends on as given: a key pasted here would be kept (it cannot be masked)
+        if _POLICY.text(value) != value:
+            raise ValueError(NOT_A_SECRET)
+        return value
 
 
 class AgentDefinition(_DefinitionFields, AgentConfig):
     """What creating an agent takes: name, prompt, provider, model and the config fields, flat."""
 
     id: str | None = Field(None, pattern=ID_PATTERN, description="Optional; a fresh id is given when absent.")
+
+    @field_validator("id")
+    @classmethod
+    def _id_not_a_credential(cls, value: str | None) -> str | None:
+        if value is not None and _POLICY.text(value) != value:
+            raise ValueError(NOT_A_SECRET)
+        return value
 
     def config(self) -> AgentConfig:
         """The config part."""

@@ -7,6 +7,7 @@ and a 5xx only for the host's own failures — never a traceback.
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -30,9 +31,10 @@ _MASK = RedactionPolicy()  # an error text may quote a credential (a provider's,
 
 
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
-    """The JSON body of an error response (credentials in the message masked)."""
+    """The JSON body of an error response (credentials masked in the message and in every extra
+    field: a 422's ``details`` quote the values they refuse)."""
     return {"error": {"code": code, "message": _MASK.text(message),
-                      **{k: v for k, v in extra.items() if v is not None}}}
+                      **{k: _MASK.value(v) for k, v in extra.items() if v is not None}}}
 
 
 def _field(error: Any) -> str | None:
@@ -107,6 +109,14 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(cause, RecursionError):  # the parser gave up on arrays or objects nested this deep
             return JSONResponse(error_body("invalid_json", "the request body is not valid JSON here: it is nested too "
                                            "deeply to parse"), status_code=400)
+        if isinstance(cause, ValueError) and "integer string conversion" in str(cause):
+            # Python reads at most sys.get_int_max_str_digits() digits of an integer (CVE-2020-10735)
+            return JSONResponse(error_body("invalid_json", f"the request body has an integer of more than "
+                                           f"{sys.get_int_max_str_digits()} digits, more than the host reads"),
+                                status_code=400)
+        if isinstance(cause, ValueError) and not isinstance(cause, UnicodeDecodeError):
+            return JSONResponse(error_body("invalid_json", f"the request body could not be read as JSON: "
+                                           f"{type(cause).__name__}: {str(cause)[:200]}"), status_code=400)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         headers = dict(exc.headers or {})
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers)

@@ -10,18 +10,33 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from agent import check_user_id
 from agent.errors import PersonalMemoryError
+from tracer import RedactionPolicy
 from tracer.errors import quoted
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@\-]{0,199}$"
 SESSION_ID_RULE = "1-200 ASCII letters, digits or . _ : @ - (starting with a letter or digit)"
 MAX_MESSAGE_CHARS = 100_000
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
+_CREDENTIALS = RedactionPolicy()
+NOT_A_SECRET = ("looks like a credential (an API key or a token): ids are stored, logged and sent back as "
+                "given, so use one that is not a secret")
+
+
+def looks_like_credential(value: str) -> bool:
+    """True when the default redaction policy would mask some of ``value`` (an id pasted from a key)."""
+    return _CREDENTIALS.text(value) != value
 
 
 def check_session_id(value: str) -> str:
-    """``value`` when it is a valid session id; else a ValueError saying what a session id is."""
+    """``value`` when it is a valid session id; else a ValueError saying what a session id is.
+
+    An id that looks like a credential is refused: unlike a message, an id cannot be masked (it
+    names the session in the store, in replies and in URLs), so a key pasted as one would be kept.
+    """
     if not _SESSION_ID.fullmatch(value):
         raise ValueError(f"session id {quoted(value)} must be {SESSION_ID_RULE}")
+    if looks_like_credential(value):
+        raise ValueError(f"session id {quoted(value)} {NOT_A_SECRET}")
     return value
 
 
@@ -37,6 +52,8 @@ def check_turn_id(value: str) -> str:
     """
     if any(unicodedata.category(c) in ("Cc", "Cs") for c in value):
         raise ValueError(f"turn id {quoted(value)} must be {TURN_ID_RULE}")
+    if looks_like_credential(value):  # it is stored as a key (turn.<turn_id>), never masked
+        raise ValueError(f"turn id {quoted(value)} {NOT_A_SECRET}")
     return value
 
 

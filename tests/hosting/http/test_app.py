@@ -183,6 +183,22 @@ async def test_bad_input_gets_a_clear_4xx_json_error(client: httpx.AsyncClient, 
     assert "Traceback" not in response.text
 
 
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(digits=st.integers(4_301, 20_000), field=st.sampled_from(["message", "session_id", "decision", "turn_id"]),
+       route=st.sampled_from(["/v1/turns", "/v1/turns/stream", "/v1/sessions/bob/decision"]))
+async def test_an_integer_too_long_to_read_is_invalid_json_saying_so(host: StandingAgent, digits: int, field: str,
+                                                                    route: str) -> None:
+    """Python reads at most 4,300 digits of an integer: a longer one was 400 `bad_request`, "There
+    was an error parsing the body", which said neither what nor where."""
+    app = create_app(host, close_host=False)
+    body = '{"' + field + '": ' + "7" * digits + "}"
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://host") as client:
+        response = await client.post(route, content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_json" and "an integer of more than 4300 digits" in error["message"], error
+
+
 _control = st.characters(categories=["Cc"])
 _printable = st.text(st.characters(exclude_categories=["Cc", "Cs"]), min_size=1, max_size=20)
 
