@@ -23,7 +23,7 @@ from typing import Any
 import uvicorn
 
 from ._durable import DurableHost
-from ._protocol import json_error_protocol
+from ._protocol import DEFAULT_REQUEST_TIMEOUT, json_error_protocol
 from ._standing import StandingAgent
 from .errors import HostFailedError
 from .http import create_app
@@ -91,9 +91,13 @@ def serve(
     on_started: Any = None,
     gateway: Any = None,
     durable: DurableHost | None = None,
+    request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
 ) -> None:
     """Serve ``host`` (a ``gateway`` of stored agents, ``durable`` sessions) over HTTP until SIGTERM/SIGINT;
     returns once everything is flushed.
+
+    A client has ``request_timeout`` seconds to send a whole request (headers and body; None: for
+    ever); past it the host answers 408 ``request_timeout`` and closes the connection.
 
     Raises :class:`HostFailedError` when the host stopped because a store failed and could not be
     reopened (``footprint serve`` then exits non-zero, so a supervisor restarts it).
@@ -104,7 +108,9 @@ def serve(
         app, host=bind, port=port, log_level=log_level, lifespan="on",
         # uvicorn waits this long for open requests; the host's own grace stops turns before it
         timeout_graceful_shutdown=int(shutdown_grace) + 15, access_log=False,
-        http=json_error_protocol(),  # a request uvicorn cannot parse is answered in the host's JSON too
+        # a request uvicorn cannot parse is answered in the host's JSON too, and one that does not
+        # arrive in time with a 408 (uvicorn would wait for ever: a slow client's socket held)
+        http=json_error_protocol(request_timeout),
     )
     server = _Server(config, host, shutdown_grace)
 

@@ -177,6 +177,8 @@ def _postgres_sessions(dsn: str, schema: str, cache_mb: int, policy: RedactionPo
               help="A second turn of a session while one runs: refuse it (409) or queue it.")
 @click.option("--grace", default=10.0, show_default=True, type=click.FloatRange(0),
               help="Seconds running turns get after SIGTERM before they are stopped and stored.")
+@click.option("--request-timeout", default=60.0, show_default=True, type=click.FloatRange(0, min_open=True),
+              help="Seconds a client has to send a whole request (headers and body); a slower one gets 408.")
 @click.option("--host-id", default=None, help="This host's name in turn markers (default: hostname:port:db).")
 @click.option("--gateway", "with_gateway", is_flag=True,
               help="Also serve stored agents under /api/agents (the agents gateway); implied by --agents-seed.")
@@ -191,7 +193,7 @@ def _postgres_sessions(dsn: str, schema: str, cache_mb: int, policy: RedactionPo
 def serve_command(
     db: str, bind: str, port: int, token: str | None, durability: str, agent_spec: str, shape: str,
     sessions_spec: str, sessions_schema: str, max_active_sessions: int, session_cache_mb: int, on_concurrent: str,
-    grace: float, host_id: str | None, with_gateway: bool, agents_seed: str | None, agents_store: str, durable: bool,
+    grace: float, request_timeout: float, host_id: str | None, with_gateway: bool, agents_seed: str | None, agents_store: str, durable: bool,
 ) -> None:
     """Start the standing-agent host: sessions, turns over HTTP, and the read API for recordings.
 
@@ -247,7 +249,7 @@ def serve_command(
 
         durable_host = _durable_host(sessions_spec, store, build, recorder) if durable else None
         serve(host, token=token, shutdown_grace=grace, sock=sock, on_started=started, log_level="warning",
-              gateway=gateway, durable=durable_host)
+              gateway=gateway, durable=durable_host, request_timeout=request_timeout)
         click.echo("footprint host stopped; sessions and recordings flushed.", err=True)
     finally:
         store.close()

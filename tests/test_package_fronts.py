@@ -118,8 +118,11 @@ def test_the_command_modules_copies_of_the_defaults_agree_with_the_library() -> 
     import hosting.cli as hosting_cli
     import tracer
     import tracer.cli as tracer_cli
+    from hosting._protocol import DEFAULT_REQUEST_TIMEOUT
     from hosting.sessions import DEFAULT_CACHE_BYTES
 
     assert tracer_cli.DEFAULT_PATH == tracer.DEFAULT_PATH
     assert evidence_cli.NEW_CALL_POLICIES == counterfactual.NEW_CALL_POLICIES
     assert hosting_cli.DEFAULT_CACHE_MB * 1024 * 1024 == DEFAULT_CACHE_BYTES
+    request_timeout = next(p for p in hosting_cli.serve_command.params if p.name == "request_timeout")
+    assert request_timeout.default == DEFAULT_REQUEST_TIMEOUT

@@ -178,7 +178,7 @@ class ErrorReply(BaseModel):
 #: Every route's error responses in the OpenAPI spec (instead of FastAPI's {"detail": [...]} 422,
 #: which the host never sends).
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    "4XX": {"model": ErrorReply, "description": "Bad input (400 invalid_json, 413, 415, 422 invalid_request), "
+    "4XX": {"model": ErrorReply, "description": "Bad input (400 invalid_json, 408 request_timeout, 413, 415, 422 invalid_request), "
                                                 "401 without the token, 404 not_found, 409 a refusal or "
                                                 "ambiguous_id (an id prefix more than one id starts with)"},
     "5XX": {"model": ErrorReply, "description": "The host's own failure (500, 503 store_error / host_failed)"},

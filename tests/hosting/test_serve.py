@@ -233,3 +233,57 @@ def test_a_request_that_is_not_valid_http_gets_the_hosts_json_error(tmp_path: Pa
         error = json.loads(body)["error"]
         assert error["code"] == "bad_request" and error["message"].startswith("the request is not valid HTTP")
         assert httpx.get(f"{url}/v1/health", timeout=10).json()["status"] == "ok"  # the host goes on
+
+
+_REQUEST_STARTS = [
+    b"",  # a connection that sends nothing
+    b"POST /v1/turns HTTP/1.1\r\n",
+    b"POST /v1/turns HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n",
+    b'POST /v1/turns HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{"mess',
+    b"POST /v1/turns HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n",
+]
+
+
+def _read_all(conn: Any) -> bytes:
+    raw = b""
+    while chunk := conn.recv(65536):
+        raw += chunk
+    return raw
+
+
+def test_a_request_not_sent_whole_in_time_is_408_and_a_turn_that_runs_longer_is_not(tmp_path: Path) -> None:
+    """uvicorn waited for ever for a request's headers and body: 300 connections that each sent half
+    a request line held 300 sockets for as long as the clients liked (slowloris). Now a request has
+    --request-timeout seconds from its first byte; the time a turn then runs is not counted."""
+    import json
+    import socket
+
+    crash_dir = tmp_path / "crash"
+    crash_dir.mkdir()
+    with host_process(tmp_path / "host.duckdb", crash_dir, "--request-timeout", "1") as (_proc, url):
+        port = int(url.rsplit(":", 1)[1])
+        # a turn whose tool waits for a signal: it runs past the timeout, and is answered
+        long_turn: dict[str, Any] = {}
+        runner = threading.Thread(target=lambda: long_turn.update(httpx.post(
+            f"{url}/v1/turns", json={"message": "do it", "session_id": "slow"}, timeout=60).json()))
+        runner.start()
+        conns = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in _REQUEST_STARTS]
+        for conn, start in zip(conns, _REQUEST_STARTS, strict=True):
+            if start:
+                conn.sendall(start)
+        for conn, start in zip(conns, _REQUEST_STARTS, strict=True):
+            with conn:
+                raw = _read_all(conn)  # the host closes it: recv returns b"" (the socket timeout is 30 s)
+            if not start:
+                assert raw == b"", raw  # nothing was asked: closed as an idle keep-alive connection is
+                continue
+            head, _, body = raw.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 408"), (start, raw)
+            error = json.loads(body)["error"]
+            assert error["code"] == "request_timeout" and "within 1 seconds" in error["message"], error
+        assert runner.is_alive()  # the turn outlived every timeout above
+        (crash_dir / "go").touch()
+        runner.join(timeout=60)
+        assert long_turn.get("status") == "answered", long_turn
+        assert httpx.get(f"{url}/v1/health", timeout=10).json()["status"] == "ok"
+        assert not [line for line in _proc.stderr_lines if "Traceback" in line or "ERROR" in line]  # type: ignore[attr-defined]
