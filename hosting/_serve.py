@@ -17,6 +17,8 @@ import asyncio
 import gc
 import logging
 import socket
+import sys
+import time
 from types import FrameType
 from typing import Any
 
@@ -42,6 +44,56 @@ def freeze_startup_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+#: How often, at most, the host says it is out of file descriptors (seconds).
+OUT_OF_DESCRIPTORS_EVERY = 10.0
+
+
+def raise_open_files_limit() -> None:
+    """Raise this process's soft limit on open files to its hard limit (as Go and nginx do).
+
+    Every connection costs a descriptor; a soft limit of 1,024 (the usual default) left a host
+    refusing connections past about a thousand at once, while the hard limit allowed far more.
+    """
+    if sys.platform == "win32":
+        return
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):  # not allowed here: the limit stays as it was
+            pass
+
+
+class _OutOfDescriptors:
+    """The event loop's exception handler: asyncio's "socket.accept() out of system resource"
+    (EMFILE) said once per :data:`OUT_OF_DESCRIPTORS_EVERY` seconds in a line, not as a traceback.
+
+    Out of descriptors, asyncio (3.11, 3.12) logs the error with its traceback once for each of the
+    listen backlog's 2,048 accept attempts per tick: a host at its limit wrote 55,000 tracebacks
+    (22 MB) to stderr in five seconds. New connections wait in the backlog meanwhile and are
+    accepted once descriptors are free; every other loop error goes to the default handler.
+    """
+
+    def __init__(self) -> None:
+        self.said_at = float("-inf")
+        self.since = 0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if context.get("message") != "socket.accept() out of system resource" or not isinstance(exc, OSError):
+            loop.default_exception_handler(context)
+            return
+        self.since += 1
+        now = time.monotonic()
+        if now - self.said_at >= OUT_OF_DESCRIPTORS_EVERY:
+            log.warning("cannot accept connections: %s (%d times since last said); new connections wait until "
+                        "open ones close: raise the open-files limit (ulimit -n) or lower --request-timeout",
+                        exc.strerror or exc, self.since)
+            self.said_at, self.since = now, 0
 
 
 class _Server(uvicorn.Server):
@@ -115,6 +167,7 @@ def serve(
     server = _Server(config, host, shutdown_grace)
 
     async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(_OutOfDescriptors())
         task = asyncio.ensure_future(server.serve([sock] if sock is not None else None))
         if on_started is not None:
             while not server.started and not task.done():
@@ -123,6 +176,7 @@ def serve(
                 on_started(server)
         await task
 
+    raise_open_files_limit()
     asyncio.run(main())
     if host.failed is not None:
         raise HostFailedError(f"the host stopped: {host.failed}; start it again (a supervisor restarts it)")

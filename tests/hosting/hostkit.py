@@ -26,14 +26,26 @@ FOOTPRINT = Path(sys.executable).parent / "footprint"
 
 
 @contextmanager
-def host_process(db: Path, crash_dir: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`footprint serve --durability sync` with the crashkit agent on 127.0.0.1, port 0; yields the process and URL."""
+def host_process(db: Path, crash_dir: Path, *extra: str,
+                 open_files: tuple[int, int] | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`footprint serve --durability sync` with the crashkit agent on 127.0.0.1, port 0; yields the process and URL.
+
+    ``open_files``: the (soft, hard) limit on open files the process starts with.
+    """
     env = {**os.environ, "FOOTPRINT_CRASH_DIR": str(crash_dir), "PYTHONPATH": str(ROOT)}
     env.pop("OPENAI_API_KEY", None)
+
+    def limit() -> None:
+        import resource
+
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, open_files)
+
     proc = subprocess.Popen(
         [str(FOOTPRINT), "serve", "--db", str(db), "--port", "0", "--durability", "sync",
          "--agent", "tests.hosting.crashkit:make_agent", "--host-id", "crash-test-host", *extra],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT,
+        preexec_fn=limit if open_files is not None else None,  # (only setrlimit, before exec)
     )
     try:
         assert proc.stderr is not None

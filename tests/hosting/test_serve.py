@@ -287,3 +287,45 @@ def test_a_request_not_sent_whole_in_time_is_408_and_a_turn_that_runs_longer_is_
         assert long_turn.get("status") == "answered", long_turn
         assert httpx.get(f"{url}/v1/health", timeout=10).json()["status"] == "ok"
         assert not [line for line in _proc.stderr_lines if "Traceback" in line or "ERROR" in line]  # type: ignore[attr-defined]
+
+
+def test_out_of_descriptors_the_host_says_so_in_a_line_and_serves_once_they_are_free(tmp_path: Path) -> None:
+    """At its open-files limit asyncio logged 'socket.accept() out of system resource' with a traceback
+    for each of the backlog's 2,048 accept attempts per tick: 55,000 tracebacks (22 MB of stderr) in
+    five seconds. Now one line says it; the connections over the limit wait and are served."""
+    import socket
+
+    crash_dir = tmp_path / "crash"
+    crash_dir.mkdir()
+    with host_process(tmp_path / "host.duckdb", crash_dir, "--request-timeout", "1",
+                      open_files=(150, 150)) as (proc, url):
+        port = int(url.rsplit(":", 1)[1])
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(200)]  # past the limit
+        reply = httpx.post(f"{url}/v1/turns", json={"message": "over the limit", "session_id": "fd"}, timeout=60)
+        assert reply.status_code == 200 and reply.json()["answer"] == "echo #1: over the limit", reply.text
+        for conn in idle:
+            with conn:
+                conn.recv(1)  # each is closed by the host once its request timeout passes (b"")
+        assert httpx.get(f"{url}/v1/health", timeout=10).json()["status"] == "ok"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    lines = proc.stderr_lines  # type: ignore[attr-defined]
+    said = [line for line in lines if line.startswith("cannot accept connections: Too many open files")]
+    assert said and len(said) <= 2, lines[:20]  # once per 10 s
+    assert not [line for line in lines if "Traceback" in line or "out of system resource" in line], lines[:20]
+
+
+def test_serve_raises_its_open_files_limit_to_the_hard_limit(tmp_path: Path) -> None:
+    """Each connection costs a descriptor: a soft limit of 1,024 under a far higher hard one left the
+    host refusing connections past about a thousand at once."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard < 256:
+        pytest.skip("needs a finite hard limit on open files of 256 or more")
+    crash_dir = tmp_path / "crash"
+    crash_dir.mkdir()
+    with host_process(tmp_path / "host.duckdb", crash_dir, open_files=(128, hard)) as (proc, _url):
+        limits = Path(f"/proc/{proc.pid}/limits").read_text()
+        soft_now = next(line.split()[3] for line in limits.splitlines() if line.startswith("Max open files"))
+        assert int(soft_now) == hard, limits
