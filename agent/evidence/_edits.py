@@ -17,6 +17,7 @@ response from the call that produced it on.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -234,6 +235,9 @@ def plan(recording: RecordedRun, edits: Sequence[ResolvedEdit], fork: int | None
     out = Plan(first if fork is None else min(fork, first), AgentParts.of(recording), recording.message)
     runs = recording.history_runs
     parts = out.parts
+    # an item is its content: the very same one in the history too (yesterday's search gave today's
+    # result word for word) is edited there as well, or its edit would test nothing
+    in_history = {ci.item.hash for ci in recording.history}
     for edit in edits:
         new = edit.replacement
         target = edit.item.hash
@@ -261,14 +265,27 @@ def plan(recording: RecordedRun, edits: Sequence[ResolvedEdit], fork: int | None
             out.message = "" if new is None else new.text
         elif edit.item.kind in (ItemKind.ASSISTANT, ItemKind.TOOL_CALL) and edit.place == PLACE_RUN:
             out.outputs.append(edit)
+            if target in in_history:
+                out.conversation.append(_in_history(recording, edit, out, fork))
         elif edit.item.kind == ItemKind.TOOL_RESULT and edit.place == PLACE_RUN and new is not None:
             out.results[target] = new
+            if target in in_history:
+                out.conversation.append(_in_history(recording, edit, out, fork))
         else:
             out.conversation.append(edit)
             if edit.item.kind == ItemKind.TOOL_RESULT and new is not None and edit.call is not None:
                 body = edit.call.body
                 out.refetch[call_key(str(body.get("name", "")), body.get("arguments", ""))] = new
     return out
+
+
+def _in_history(recording: RecordedRun, edit: ResolvedEdit, out: Plan, fork: int | None) -> ResolvedEdit:
+    """``edit`` of the copy in the history, from the first call that sent it (the re-run forks there)."""
+    first = next((i.turn - 1 for i in recording.inferences if any(e.item_hash == edit.item.hash for e in i.entries)),
+                 edit.first)
+    if fork is None:
+        out.fork = min(out.fork, first)
+    return dataclasses.replace(edit, first=first)
 
 
 def _edited(item: Item, target: str, new: Item | None) -> list[Item]:
