@@ -27,9 +27,9 @@ from ._pump import pump
 from .errors import AgentBusyError, UserError
 from .providers import Provider, ToolCall
 from .providers._pricing import Price
-from .tools import META_TOOL_NAMES, PermissionChecker, Tool, ToolRegistry
+from .tools import DEFAULT_MAX_RESULT_CHARS, META_TOOL_NAMES, PermissionChecker, Tool, ToolRegistry
 from .tools import meta_tools as agent_meta_tools
-from .tools import tool as make_tool
+from .tools._tool import ToolLike, as_tools, check_result_bound
 
 #: approve(call, tool) -> bool (or awaitable bool); may raise PauseRun to ask a person.
 Approval = Callable[[ToolCall, Tool], bool | Awaitable[bool]]
@@ -57,19 +57,6 @@ class ModelSettings:
         return body
 
 
-def _as_tool(agent: str, given: Tool | Callable[..., Any], index: int) -> Tool:
-    """A tool of ``tools``: a Tool as it is, a function made one; anything else is refused."""
-    if isinstance(given, Tool):
-        return given
-    if isinstance(given, str):
-        raise UserError(f"agent {agent}: tools[{index}] is the name {given!r}, not a tool; "
-                        f"pass names as tool_names=[...] with a registry, or the Tool itself")
-    if not callable(given):
-        raise UserError(f"agent {agent}: tools[{index}] is {type(given).__name__} {given!r:.60}, "
-                        f"not a Tool or a function")
-    return make_tool(given)
-
-
 class Agent:
     """A configurable agent: persona, conversation memory, tools, and a swappable provider.
 
@@ -82,6 +69,9 @@ class Agent:
     rate limits, confirmation; each decision is recorded on the tool stage). With
     ``meta_tools=True`` the model is offered only ``search_tools``, ``get_tool_help`` and
     ``use_tool`` and discovers the other tools through them.
+
+    ``max_tool_result_chars`` bounds how much of one tool result the model is shown (a tool's own
+    ``max_result_chars`` comes first; None: no bound); the recording keeps what was cut off.
     """
 
     def __init__(
@@ -92,7 +82,7 @@ class Agent:
         persona: str = "You are a helpful assistant.",
         discloses_ai: bool = True,
         model: str | ModelSettings | None = None,
-        tools: Sequence[Tool | Callable[..., Any]] = (),
+        tools: Sequence[ToolLike] = (),
         tool_names: Sequence[str] = (),
         registry: ToolRegistry | None = None,
         memory: ConversationMemory | None = None,
@@ -118,17 +108,22 @@ class Agent:
         sequential_tools: bool = False,
         prices: dict[str, Price] | None = None,
         labels: Sequence[str] = (),
+        max_tool_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
     ) -> None:
         if not name:
             raise UserError("an agent needs a name")
         if max_turns < 1 or max_tool_calls < 0:
             raise UserError(f"agent {name}: max_turns must be >= 1 and max_tool_calls >= 0")
+        check_result_bound(f"agent {name}: max_tool_result_chars", max_tool_result_chars)
+        #: the most characters of one tool result the model is shown, for a tool that sets no bound
+        #: of its own (None: no bound)
+        self.max_tool_result_chars = max_tool_result_chars
         self.name = name
         self.provider = provider
         self.persona = persona
         self.discloses_ai = discloses_ai
         self.settings = model if isinstance(model, ModelSettings) else ModelSettings(model or "")
-        resolved = [_as_tool(name, t, n) for n, t in enumerate(tools)]
+        resolved = as_tools(tools, f"agent {name}")
         if tool_names:
             if registry is None:
                 raise UserError(f"agent {name}: tool_names {list(tool_names)} need a registry to resolve them")

@@ -3,8 +3,13 @@
     inference -> tool batch -(fork)-> tool a | tool b -(join)-> next inference
 
 Every failure of a call — an unknown tool, arguments that are not JSON or break the schema, a
-refusal by the approval callback, an exception, a timeout — becomes an error result the model
-sees and can correct from; none of them ends the run.
+refusal by the approval callback, an exception, a timeout, a return value with no text — becomes an
+error result the model sees and can correct from; none of them ends the run.
+
+A result longer than its bound (the tool's ``max_result_chars``, else the agent's
+``max_tool_result_chars``) reaches the model cut (:func:`agent.tools.cut_result`); its tool stage
+records ``result_cut`` and, before the result, a text item holding what was cut (up to
+:data:`agent.tools.RECORDED_RESULT_CHARS` characters).
 """
 
 from __future__ import annotations
@@ -12,12 +17,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import json
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from tracer import ContextItem, EdgeKind, Item, ItemKind, StageKind, StageRecording, StageStatus
+from tracer import (
+    ContextItem,
+    EdgeKind,
+    Item,
+    ItemKind,
+    RedactionPolicy,
+    StageKind,
+    StageRecording,
+    StageStatus,
+)
 
 from ._events import ToolFinished, ToolStarted
 from ._hooks import RunContext
@@ -31,18 +46,28 @@ from .errors import (
 )
 from .providers import ToolCall
 from .tools import (
+    RECORDED_RESULT_CHARS,
+    Cut,
     PauseRun,
     PermissionDeniedError,
     SandboxError,
+    Tool,
     ToolContext,
     ToolUseError,
+    UnreadableResultError,
+    cut_result,
     govern,
     message_of,
     result_text,
+    storable,
 )
+from .tools._meta import USE_TOOL
 
 if TYPE_CHECKING:
     from ._loop import Decided, RunLoop
+
+#: The key of the text item a tool stage records, before its result, when the result was cut: the call id.
+UNCUT_RESULT_OF = "uncut_result_of"
 
 #: The tool stage whose tool is running, and the call it runs (None outside a tool). A tool that
 #: starts work of its own — a sub-agent, a plan — records it under this stage.
@@ -144,6 +169,7 @@ async def _one_tool(
     stage.set(call_id=call.id, arguments=call.arguments)
     started = time.perf_counter()
     is_error = False
+    content: str | Cut
     known = decided.get(call.id)
     try:
         if known is not None:
@@ -168,6 +194,7 @@ async def _one_tool(
                         "send shorter arguments, or fewer calls at once)")
         stage.set(error_type=type(exc).__name__)
     duration = (time.perf_counter() - started) * 1000
+    content = _bounded(loop, call, stage, content, is_error)
     result = results[index] = stage.output(result_item(call.id, call.name, content, is_error))
     stage.set(is_error=is_error, duration_ms=round(duration, 3))
     stage.close(StageStatus.ERROR if is_error else StageStatus.OK)
@@ -182,7 +209,7 @@ async def _one_tool(
 
 async def _execute(
     loop: RunLoop, ctx: RunContext, call: ToolCall, stage: StageRecording, *, skip_approval: bool
-) -> str:
+) -> str | Cut:
     """Find, validate, approve and run one call; every failure is raised for the caller to turn into a result."""
     agent = loop.agent
     tool = agent.tools.get(call.name) or agent.meta.get(call.name)
@@ -208,7 +235,42 @@ async def _execute(
         await loop.hook("on_progress", ctx, progress)
     if loop.emit is not None:
         loop.emit_event(ToolStarted(call.id, call.name, call.arguments, progress))
-    return result_text(await tool.run(arguments, context))
+    value = await tool.run(arguments, context)
+    if isinstance(value, Cut):
+        return value
+    try:
+        return result_text(value)
+    except UnreadableResultError as exc:
+        raise UnreadableResultError(f"{call.name}: {exc}") from None
+
+
+def _bounded(loop: RunLoop, call: ToolCall, stage: StageRecording, content: str | Cut, is_error: bool) -> str:
+    """``content`` as the model sees it: storable, and cut to its bound (what was cut is recorded)."""
+    agent = loop.agent
+    recorder = agent.recorder
+    if isinstance(content, Cut):  # cut already (a replay serves a recorded cut)
+        cut: Cut | None = content
+    else:
+        content = storable(content)
+        tool: Tool | None = agent.tools.get(call.name) or agent.meta.get(call.name)
+        if tool is not None and tool.name == USE_TOOL and tool.name in agent.meta:  # the bound of the tool it reached
+            tool = agent.tools.get(str(stage.attributes.get("reached_tool", ""))) or tool
+        bound = tool.max_result_chars if tool is not None and tool.max_result_chars is not None \
+            else agent.max_tool_result_chars
+        if bound is None or len(content) <= bound:
+            return content
+        policy: RedactionPolicy | None = recorder.redaction if recorder.enabled else None
+        cut = cut_result(content, bound, policy)
+        if cut is None:
+            return content
+        if not is_error:  # (an error's text is the framework's own: its size is recorded)
+            kept = cut_result(content, RECORDED_RESULT_CHARS, policy)
+            cut = dataclasses.replace(cut, uncut=content if kept is None else kept.text)
+    assert cut is not None
+    if cut.uncut is not None and recorder.enabled:
+        stage.output(Item(ItemKind.TEXT, {"text": storable(cut.uncut), UNCUT_RESULT_OF: call.id}))
+    stage.set(result_cut=cut.record())
+    return storable(cut.text)
 
 
 def tool_context(loop: RunLoop, call: ToolCall, stage: StageRecording, *, confirmed: bool) -> ToolContext:
@@ -223,8 +285,9 @@ def tool_context(loop: RunLoop, call: ToolCall, stage: StageRecording, *, confir
 
 
 def result_item(call_id: str, name: str, content: str, is_error: bool) -> Item:
-    """A tool result item."""
-    return Item(ItemKind.TOOL_RESULT, {"call_id": call_id, "name": name, "content": content, "is_error": is_error})
+    """A tool result item (its texts made storable: a lone surrogate would fail the store's write)."""
+    return Item(ItemKind.TOOL_RESULT, {"call_id": storable(call_id), "name": storable(name),
+                                       "content": storable(content), "is_error": is_error})
 
 
 def _is_json(text: str) -> bool:
@@ -239,6 +302,6 @@ def _error_text(call: ToolCall, exc: Exception) -> str:
     if isinstance(exc, ToolReportedError):
         return exc.content
     if isinstance(exc, ToolNotFoundError | ToolArgumentsError | ToolRejectedError | ToolTimeoutError
-                  | PermissionDeniedError | ToolUseError | SandboxError):
+                  | PermissionDeniedError | ToolUseError | SandboxError | UnreadableResultError):
         return f"Error: {exc}"
     return f"Error: {call.name} failed: {type(exc).__name__}: {message_of(exc)}"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..providers import Provider
-from ..tools import Tool
+from ..tools import ToolLike
 from ._binding import AgentBinding
 from ._conversational import ConversationalAgent
 
@@ -48,7 +48,7 @@ class PersonalAssistantAgent(ConversationalAgent):
         *,
         provider: Provider,
         owner: str,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[ToolLike] = (),
         persona: str | None = None,
         **options: Any,
     ) -> None:
@@ -68,7 +68,7 @@ class MarketingAgent(ConversationalAgent):
         provider: Provider,
         brand: str,
         offer: str | None = None,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[ToolLike] = (),
         persona: str | None = None,
         **options: Any,
     ) -> None:

@@ -22,7 +22,7 @@ from .._agent import Agent, ModelSettings
 from .._events import PauseState, RunResult
 from .._memory import Conversation, ConversationMemory
 from ..providers import Provider
-from ..tools import Tool
+from ..tools import Tool, ToolLike, as_tools
 from ._binding import AgentBinding, SourceBinding
 from ._bus import BusFailure
 from ._channel import DEFAULT_STALE_AFTER, ChannelAgent
@@ -85,7 +85,7 @@ class ConversationalAgent(ChannelAgent):
         *,
         provider: Provider,
         persona: str = "You are a helpful assistant.",
-        tools: Sequence[Tool] = (),
+        tools: Sequence[ToolLike] = (),
         model: str | ModelSettings | None = None,
         store: ConversationStore | None = None,
         recorder: Recorder | None = None,
@@ -99,7 +99,7 @@ class ConversationalAgent(ChannelAgent):
         super().__init__(name, binding, stale_after=stale_after, clock=clock)
         self.provider = provider
         self.persona = persona
-        self.tools = list(tools)
+        self.tools: list[Tool] = as_tools(tools, f"bus agent {name}")
         self.model = model
         self.store: ConversationStore = store if store is not None else InMemoryConversationStore()
         self.recorder = recorder

@@ -32,7 +32,7 @@ from .._agent import Agent, ModelSettings
 from .._hooks import Hooks, RunContext
 from .._memory import ConversationMemory
 from ..providers import Provider, ToolCall
-from ..tools import Tool
+from ..tools import Tool, ToolLike, as_tool, as_tools
 from ._binding import AgentBinding, SourceBinding
 from ._bus import BusFailure
 from ._channel import DEFAULT_STALE_AFTER, ChannelAgent
@@ -41,6 +41,7 @@ from ._remembered import RememberedToolExchanges, ToolExchange, place_exchanges
 from .errors import BadEventError, BindingError, RunFailedError
 
 _ANSWERS_KEPT = 20  # per chat: own replies whose producing run we can still name
+_MADE_KEPT = 256  # Tools made of the functions tools_for gave, kept by identity
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,8 @@ class WebChatAgent(ChannelAgent):
         transcript: ChatTranscriptSource,
         persona: str = "You are a helpful member of this chat.",
         persona_for: Callable[[str], str | None] | None = None,
-        tools: Sequence[Tool] = (),
-        tools_for: Callable[[str], Sequence[Tool] | None] | None = None,
+        tools: Sequence[ToolLike] = (),
+        tools_for: Callable[[str], Sequence[ToolLike] | None] | None = None,
         sender_id: str | None = None,
         history_limit: int = 40,
         trace_of: TraceOf | None = None,
@@ -145,7 +146,7 @@ class WebChatAgent(ChannelAgent):
         self.transcript = transcript
         self.persona = persona
         self.persona_for = persona_for
-        self.tools = list(tools)
+        self.tools: list[Tool] = as_tools(tools, f"web chat agent {name}")
         self.tools_for = tools_for
         self.sender_id = sender_id or name
         self.history_limit = history_limit
@@ -156,6 +157,8 @@ class WebChatAgent(ChannelAgent):
         self.max_history_tokens = max_history_tokens
         self.agent_options = dict(agent_options or {})
         self._chats: OrderedDict[str, _ChatState] = OrderedDict()
+        # the Tool made of each function tools_for gave (by identity, the function kept alive with it)
+        self._made: OrderedDict[int, tuple[ToolLike, Tool]] = OrderedDict()
 
     # ------------------------------------------------------------------ filtering
 
@@ -251,11 +254,27 @@ class WebChatAgent(ChannelAgent):
             self._chats.popitem(last=False)
         return state
 
+    def _chosen_tools(self, chosen: Sequence[ToolLike]) -> list[Tool]:
+        """The tools ``tools_for`` chose, each function made a Tool once (not at every turn)."""
+        tools = []
+        for index, given in enumerate(chosen):
+            if isinstance(given, Tool):
+                tools.append(given)
+                continue
+            made = self._made.get(id(given))
+            if made is None or made[0] is not given:
+                made = (given, as_tool(given, f"web chat agent {self.name}: tools_for", index))
+                self._made[id(given)] = made
+                while len(self._made) > _MADE_KEPT:
+                    self._made.popitem(last=False)
+            tools.append(made[1])
+        return tools
+
     def _agent_for_turn(self, message: MessageEvent, route: SourceBinding) -> Agent:
         chat = message.endpoint
         persona = (self.persona_for(chat) if self.persona_for is not None else None) or self.persona
         chosen = self.tools_for(chat) if self.tools_for is not None else None
-        tools = list(chosen) if chosen is not None else self.tools
+        tools = self._chosen_tools(chosen) if chosen is not None else self.tools
         by_name = {t.name: t for t in tools}
 
         async def progress(ctx: RunContext, call: ToolCall) -> None:

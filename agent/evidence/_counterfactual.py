@@ -26,11 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracer import NotFoundError, Recorder, Store, resolve_item
+from tracer import NotFoundError, Recorder, RedactionPolicy, Store, resolve_item
 
 from ..errors import ToolRejectedError
 from ..providers import Provider
-from ..tools import Tool, ToolRegistry, result_text
+from ..tools import DEFAULT_MAX_RESULT_CHARS, Tool, ToolRegistry, cut_result, result_text, storable
 from ._control import Comparator, Control, Controls
 from ._edits import Edit, Plan, ResolvedEdit, plan, resolve
 from ._rebuild import Once, ServedTools
@@ -155,9 +155,13 @@ def _tool_map(tools: Sequence[Tool] | ToolRegistry) -> dict[str, Tool]:
 
 
 def new_call_handler(
-    tools: dict[str, Tool], policy: str, executions: Once
+    tools: dict[str, Tool], policy: str, executions: Once, *, redaction: RedactionPolicy | None = None
 ) -> Callable[[str, dict[str, Any]], Any]:
-    """What a call the recording did not make gets, by ``policy`` (see the module docstring)."""
+    """What a call the recording did not make gets, by ``policy`` (see the module docstring).
+
+    A new result is cut as the live loop cuts one: to the tool's ``max_result_chars``, else
+    :data:`agent.tools.DEFAULT_MAX_RESULT_CHARS`, its cut points kept out of what ``redaction`` masks.
+    """
     if policy not in NEW_CALL_POLICIES:
         raise EvidenceError(f"new_calls must be one of {', '.join(NEW_CALL_POLICIES)}, not {policy!r}")
 
@@ -171,7 +175,9 @@ def new_call_handler(
                                     f"durable (it may have side effects); its result is unknown")
 
         async def run() -> str:
-            return result_text(await real.execute(arguments))
+            text = storable(result_text(await real.execute(arguments)))
+            cut = cut_result(text, real.max_result_chars or DEFAULT_MAX_RESULT_CHARS, redaction)
+            return text if cut is None else cut.text
 
         return await executions.get(call_key(name, arguments), run)
 
@@ -254,7 +260,8 @@ async def run_plan(
                                   original.output or "")
 
     def served(edited: bool = True) -> ServedTools:
-        return ServedTools(recording, new_call_handler(real_tools, new_calls, shared),
+        return ServedTools(recording, new_call_handler(real_tools, new_calls, shared,
+                                                       redaction=recorder.redaction if recorder is not None else RedactionPolicy()),
                            {n: t.durable for n, t in real_tools.items()},
                            results=planned.results if edited else None, refetch=planned.refetch if edited else None)
 

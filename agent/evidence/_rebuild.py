@@ -28,7 +28,7 @@ from .._memory import Conversation
 from .._prompt import ComposedPrompt, PromptComposer, PromptContext, Section
 from ..errors import ToolRejectedError
 from ..providers import Provider
-from ..tools import PauseRun, Tool
+from ..tools import Cut, PauseRun, Tool
 from ._recording import RecordedCall, RecordedRun, call_key
 from ._window import RecordedWindowMemory
 from .errors import EvidenceError
@@ -88,14 +88,20 @@ _EXCEPTION_TYPES: dict[str, type[Exception]] = {}
 _FAILED = re.compile(r"^Error: (?P<tool>[\w\-]+) failed: (?P<type>[A-Za-z_]\w*): (?P<msg>.*)$", re.S)
 
 
-def serve(call: RecordedCall) -> str:
+def serve(call: RecordedCall) -> str | Cut:
     """Give back what the recorded call returned: its text, its error, or its pause.
 
-    An error result is raised again as an exception the loop renders to the very same text.
+    An error result is raised again as an exception the loop renders to the very same text. A
+    result that reached the model cut is served as that cut, so the re-run records it as the run did.
     """
     if call.pause is not None:
         raise PauseRun(call.pause[0], kind=call.pause[1])
     content = call.content or ""
+    if not call.is_error and call.cut is not None:
+        try:
+            return Cut(content, int(call.cut["chars"]), int(call.cut["left_out"]), int(call.cut["limit"]), call.uncut)
+        except (KeyError, TypeError, ValueError):
+            return content  # a result_cut this version did not write: the text as the model saw it
     if not call.is_error:
         return content
     failed = _FAILED.match(content)
@@ -144,7 +150,7 @@ class ServedTools:
     def _tool(self, definition: Item) -> Tool:
         name = str(definition.body["name"])
 
-        async def execute(arguments: dict[str, Any]) -> str:
+        async def execute(arguments: dict[str, Any]) -> str | Cut:
             return await self.call(name, arguments)
 
         durable = self.durable.get(name, False)
@@ -160,7 +166,7 @@ class ServedTools:
         served.execute = execute
         return served
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> str:
+    async def call(self, name: str, arguments: dict[str, Any]) -> str | Cut:
         """The result of one call: recorded when the recording made it, else whatever ``new_call`` decides."""
         key = call_key(name, arguments)
         queue = self.queues.get(key)
@@ -269,6 +275,7 @@ def rebuild_agent(
         recorder=recorder,
         max_turns=max_turns or limit_turns,
         max_tool_calls=limit_calls,
+        max_tool_result_chars=None,  # recorded results come back as the model saw them: cut once, not again
     )
 
 

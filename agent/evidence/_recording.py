@@ -30,6 +30,7 @@ from tracer import (
     left_out,
 )
 
+from .._batch import UNCUT_RESULT_OF
 from .._memory import DROPPED_BY_WINDOW
 from .._prompt import DROPPED_BY_LENGTH_CAP
 from ..providers import ModelResponse, ToolCall, Usage
@@ -70,6 +71,8 @@ class RecordedCall:
     stage_id: str = ""
     call_hash: str = ""  # the tool call item the tool stage ran
     result_hash: str = ""  # the tool result item it produced
+    cut: dict[str, Any] | None = None  # the stage's result_cut: the result reached the model cut to a bound
+    uncut: str | None = None  # what the recording kept of the result before it was cut
 
     @property
     def key(self) -> tuple[str, str]:
@@ -319,8 +322,12 @@ def _calls(data: RunData) -> list[RecordedCall]:
             if not isinstance(content, str):
                 content = json.dumps(content)
         call_hash = next((e.item_hash for e in data.inputs.get(stage.id, []) if e.included), "")
+        cut = attrs.get("result_cut")
+        uncut = next((data.items[h].body.get("text") for h in outputs[:-1]
+                      if data.items[h].body.get(UNCUT_RESULT_OF) is not None), None)
         out.append(RecordedCall(str(attrs.get("call_id", "")), stage.name, str(attrs.get("arguments", "")), content,
-                                is_error, pause, stage.id, call_hash, outputs[-1] if outputs else ""))
+                                is_error, pause, stage.id, call_hash, outputs[-1] if outputs else "",
+                                cut if isinstance(cut, dict) else None, uncut if isinstance(uncut, str) else None))
     return out
 
 

@@ -22,7 +22,7 @@ from tracer import Recorder
 
 from .._facts import FactStore
 from ..providers import Provider
-from ..tools import Tool
+from ..tools import Tool, ToolLike, as_tool
 from ..tools._tool import Execute
 from ._config import REQUIRED, AgentConfig, MemoryOptions
 from ._orchestrator import AgentOrchestrator
@@ -63,12 +63,14 @@ class AgentBuilder:
         """The model name (required)."""
         return self._set("model", model)
 
-    def tool(self, tool: Tool | dict[str, Any], executor: Execute | None = None) -> AgentBuilder:
-        """Add a tool: a :class:`agent.Tool`, or a definition (name, description, parameters) and its executor."""
-        if isinstance(tool, Tool):
+    def tool(self, tool: ToolLike | dict[str, Any], executor: Execute | None = None) -> AgentBuilder:
+        """Add a tool: a :class:`agent.Tool` or a typed function (as ``Agent(tools=)`` takes them), or a
+        definition (name, description, parameters) and its executor."""
+        if not isinstance(tool, dict):
+            made = as_tool(tool, f"agent builder {self._settings.get('name') or '(unnamed)'}", len(self._tools))
             if executor is not None:
-                raise AgentConfigError(f"tool {tool.name}: a Tool carries its executor; pass no second one")
-            self._tools.append(tool)
+                raise AgentConfigError(f"tool {made.name}: a Tool carries its executor; pass no second one")
+            self._tools.append(made)
             return self
         if executor is None:
             raise AgentConfigError(f"tool definition {tool.get('name', '?')!r} needs an executor")
@@ -79,8 +81,8 @@ class AgentBuilder:
         self._tools.append(Tool(str(tool["name"]), str(tool["description"]), dict(parameters), executor))
         return self
 
-    def tools(self, tools: Sequence[Tool]) -> AgentBuilder:
-        """Add several tools."""
+    def tools(self, tools: Sequence[ToolLike]) -> AgentBuilder:
+        """Add several tools (Tools or typed functions)."""
         for t in tools:
             self.tool(t)
         return self

@@ -18,7 +18,7 @@ from tracer import ContextItem, Recorder
 
 from .._facts import FactStore
 from ..providers import Provider, Usage
-from ..tools import Tool
+from ..tools import Tool, as_tools
 from .errors import AgentConfigError
 
 Status = Literal["running", "completed", "failed", "cancelled"]
@@ -43,7 +43,8 @@ class MemoryOptions:
 class AgentConfig:
     """An orchestrated agent's settings.
 
-    ``tools`` carry their executors (:class:`agent.Tool`). With ``dynamic_prompts`` and a
+    ``tools`` carry their executors: :class:`agent.Tool` objects, or typed functions (each made a
+    Tool, as ``Agent(tools=)`` makes them). With ``dynamic_prompts`` and a
     ``user_id``, every execution composes the system prompt with the user's facts, the custom
     instructions and the time (``memory_options``); without, the system prompt is used as written
     (with the tool summaries). ``recorder`` records every execution as a run.
@@ -66,6 +67,8 @@ class AgentConfig:
     session_id: str | None = None
 
     def __post_init__(self) -> None:
+        # what Agent(tools=) takes is taken here too (the builder and update_config(tools=...) too)
+        self.tools = as_tools(self.tools, f"agent config {self.name or '(unnamed)'}")
         self.check()
 
     def check(self) -> None:

@@ -33,7 +33,7 @@ from tracer import ContextItem, Item, ItemKind, StageKind, StageRecording
 
 from .._batch import running_tool, running_under
 from ..errors import ToolArgumentsError
-from ..tools import Tool, result_text
+from ..tools import Tool, ToolLike, as_tools, result_text
 from ._orchestrator import AgentOrchestrator
 from ._plan import Plan, PlanStep, check_acyclic
 from ._plan_store import PlanStore
@@ -63,14 +63,14 @@ class PlanRunner:
         self,
         store: PlanStore,
         *,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[ToolLike] = (),
         decider: Decider | None = None,
         ask: Ask | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         base_delay: float = 0.5,
     ) -> None:
         self.store = store
-        self.tools = {t.name: t for t in tools}
+        self.tools: dict[str, Tool] = {t.name: t for t in as_tools(tools, "plan runner")}
         self.decider = decider
         self.ask = ask
         self.sleep = sleep

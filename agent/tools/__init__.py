@@ -35,24 +35,29 @@ from ._permissions import (
 )
 from ._ratelimit import SlidingWindow
 from ._registry import ToolRegistry
+from ._results import DEFAULT_MAX_RESULT_CHARS, RECORDED_RESULT_CHARS, Cut, cut_result, result_text, storable
 from ._sandbox import DenoSandbox, SandboxLimits, SandboxResult, find_deno
-from ._tool import PauseRun, Tool, message_of, result_text, tool
+from ._tool import PauseRun, Tool, ToolLike, as_tool, as_tools, message_of, tool
 from .errors import (
     CodeValidationError,
     PermissionDeniedError,
     SandboxError,
     ToolRateLimitedError,
     ToolUseError,
+    UnreadableResultError,
 )
 
 __all__ = [
     "CATEGORIES",
+    "DEFAULT_MAX_RESULT_CHARS",
     "LIMIT_ARGUMENTS",
     "META_TOOL_NAMES",
+    "RECORDED_RESULT_CHARS",
     "CodeGenerator",
     "CodeSnippet",
     "CodeValidation",
     "CodeValidationError",
+    "Cut",
     "DenoSandbox",
     "ExecutionStats",
     "GeneratedCode",
@@ -68,14 +73,19 @@ __all__ = [
     "SlidingWindow",
     "Tool",
     "ToolContext",
+    "ToolLike",
     "ToolRateLimitedError",
     "ToolRegistry",
     "ToolRule",
     "ToolUseError",
+    "UnreadableResultError",
     "UserPermissions",
     "apply_tool_limits",
+    "as_tool",
+    "as_tools",
     "cap_result",
     "code_tool",
+    "cut_result",
     "enforce",
     "find_deno",
     "govern",
@@ -85,6 +95,7 @@ __all__ = [
     "permissive_checker",
     "restrictive_checker",
     "result_text",
+    "storable",
     "tool",
     "tool_help",
     "with_permission_check",

@@ -18,7 +18,7 @@ import logging
 import re
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, Unpack, overload
 
@@ -29,7 +29,8 @@ from tracer.errors import json_kind
 
 from ..errors import ToolArgumentsError, ToolExitedError, ToolTimeoutError, UserError
 from ._context import ToolContext
-from ._schema import json_value, kind_text, surely_valid
+from ._results import MIN_RESULT_CHARS
+from ._schema import kind_text, surely_valid
 from ._signature import _target, call_arguments, declare
 from ._threads import in_thread
 
@@ -66,6 +67,9 @@ class Tool:
     ``awaiting``), ``category`` (a tool group such as ``file_read`` or ``network_read``: see
     :data:`agent.tools.CATEGORIES`), ``tags`` (extra words for tool search, never shown to the model),
     ``max_results`` (a list-returning tool's cap, see :func:`agent.tools.apply_tool_limits`).
+    ``max_result_chars``: the most characters of one result the model is shown (None: the agent's
+    bound, :data:`agent.tools.DEFAULT_MAX_RESULT_CHARS` unless it sets another); a longer result is
+    cut to its head and tail with a note saying how much was left out.
     ``takes_context``: ``execute(arguments, context)`` receives a :class:`ToolContext`.
     """
 
@@ -82,6 +86,7 @@ class Tool:
     tags: tuple[str, ...] = ()
     max_results: int | None = None
     takes_context: bool = False
+    max_result_chars: int | None = None
     _validator: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -90,6 +95,7 @@ class Tool:
         self.tags = tuple(self.tags)
         if self.max_results is not None and self.max_results < 1:
             raise UserError(f"tool {self.name}: max_results must be >= 1, got {self.max_results}")
+        check_result_bound(f"tool {self.name}: max_result_chars", self.max_result_chars)
         try:
             json.dumps(self.parameters, allow_nan=False)
         except (TypeError, ValueError) as exc:  # the schema is sent to the model as JSON, and stored
@@ -222,6 +228,7 @@ class ToolOptions(TypedDict, total=False):
     category: str | None
     tags: tuple[str, ...] | list[str]
     max_results: int | None
+    max_result_chars: int | None
 
 
 @overload
@@ -244,6 +251,7 @@ def tool(
     category: str | None = None,
     tags: tuple[str, ...] | list[str] = (),
     max_results: int | None = None,
+    max_result_chars: int | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a typed function (sync or async); usable as ``@tool`` or ``@tool(...)``.
 
@@ -254,7 +262,8 @@ def tool(
     text before its first section. The function receives the annotated types: an Enum member, a
     dataclass or pydantic model instance, a tuple or a set. A parameter annotated
     :class:`ToolContext` is not offered to the model: it receives the call's execution context.
-    A sync function runs in a worker thread so it cannot block the loop.
+    A sync function runs in a worker thread so it cannot block the loop. ``max_result_chars``
+    bounds how much of one result the model is shown (see :class:`Tool`).
     """
 
     def build(func: Callable[..., Any]) -> Tool:
@@ -292,9 +301,49 @@ def tool(
             tags=tuple(tags),
             max_results=max_results,
             takes_context=context_param is not None,
+            max_result_chars=max_result_chars,
         )
 
     return build(fn) if fn is not None else build
+
+
+def check_result_bound(what: str, bound: int | None) -> None:
+    """Refuse a result bound that is not None nor an int of at least :data:`MIN_RESULT_CHARS`."""
+    if bound is None:
+        return
+    if not isinstance(bound, int) or isinstance(bound, bool) or bound < MIN_RESULT_CHARS:
+        raise UserError(f"{what} must be None or an int of at least {MIN_RESULT_CHARS} (room for the note "
+                        f"saying what was left out), got {bound!r}")
+
+
+#: What a ``tools=`` argument takes, everywhere in footprint: a :class:`Tool`, or a typed function
+#: (sync or async, a method, a callable object, a ``functools.partial``) that :func:`tool` makes one.
+ToolLike = Tool | Callable[..., Any]
+
+
+def as_tool(given: ToolLike, owner: str, index: int | None = None) -> Tool:
+    """``given`` as a :class:`Tool`: a Tool as it is, a function made one by :func:`tool`.
+
+    Anything else is a :class:`UserError` naming ``owner`` (``"agent notes"``) and the position.
+    """
+    where = f"{owner}: tools[{index}]" if index is not None else f"{owner}: the tool"
+    if isinstance(given, Tool):
+        return given
+    if isinstance(given, str):
+        raise UserError(f"{where} is the name {given!r}, not a tool; pass names as tool_names=[...] with a "
+                        f"registry, or the Tool itself")
+    if not callable(given):
+        raise UserError(f"{where} is {type(given).__name__} {given!r:.60}, not a Tool or a function")
+    return tool(given)
+
+
+def as_tools(tools: Iterable[ToolLike], owner: str) -> list[Tool]:
+    """Each of ``tools`` as a :class:`Tool` (see :func:`as_tool`); a lone Tool or function, or a
+    string, is refused as not being a list of them."""
+    if isinstance(tools, Tool | str) or (callable(tools) and not isinstance(tools, Iterable)):
+        raise UserError(f"{owner}: tools must be a list of tools or functions, not one "
+                        f"{type(tools).__name__}; pass [it]")
+    return [as_tool(t, owner, n) for n, t in enumerate(tools)]
 
 
 def _maker_names() -> dict[str, Any]:
@@ -315,26 +364,6 @@ def _converted(tool_name: str, pname: str, convert: Callable[[Any], Any], value:
         detail = "; ".join(f"{'/'.join(map(str, e.get('loc', ()))) or '(root)'}: {e.get('msg')}"
                            for e in errors()[:5]) if callable(errors) else message_of(exc)
         raise ToolArgumentsError(f"arguments for {tool_name} do not fit its parameters: {pname}: {detail}") from None
-
-
-def result_text(value: Any) -> str:
-    """A tool's return value as the text the model sees: JSON, with an enum member as its value, a
-    dataclass or a pydantic model as its fields, a set as a list, a date in ISO 8601, bytes as
-    text, and anything else as its text."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bytes):
-        return value.decode(errors="backslashreplace")
-    try:
-        return json.dumps(value, ensure_ascii=False, default=_plain)
-    except (TypeError, ValueError, RecursionError):
-        return str(value)
-
-
-def _plain(value: Any) -> Any:
-    """What JSON has no type for, as JSON can say it (``json.dumps``'s ``default``)."""
-    converted = json_value(value)
-    return str(value) if converted is value else converted
 
 
 #: The longest exception text the model is shown of a failed call (a 2 MB message would fill its context).

@@ -6,6 +6,7 @@
             ├── PermissionDeniedError      a permission rule refused the call; ``decision`` names it
             │   └── ToolRateLimitedError   a rate limit refused it; ``decision.retry_after`` says when
             ├── ToolUseError               use_tool was called wrongly; the message holds the tool's help
+            ├── UnreadableResultError      the tool returned a value with no text (its __str__ and __repr__ raise)
             └── SandboxError               the code sandbox could not run the code (or is not installed)
                 └── CodeValidationError    the code was refused before it ran (length, dangerous pattern)
 """
@@ -34,6 +35,10 @@ class ToolRateLimitedError(PermissionDeniedError):
 
 class ToolUseError(ToolError):
     """A meta-tool call could not reach its tool; the message says why and how to call it."""
+
+
+class UnreadableResultError(ToolError):
+    """A tool returned a value that has no text: its ``__str__`` and ``__repr__`` both raised."""
 
 
 class SandboxError(ToolError):
