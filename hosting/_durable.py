@@ -154,15 +154,28 @@ class DurableHost:
         return ids
 
     def subscribe(self, session_id: str) -> asyncio.Queue[dict[str, Any] | None]:
-        """A queue of the session's events as JSON-ready dicts (None: the stream ends)."""
-        self.session(session_id)
+        """A queue of the session's events as JSON-ready dicts (None: the stream ends).
+
+        Subscribing loads nothing: a session's events are published to whoever subscribed to its
+        id by then, so a client may listen before its first message. (It made the session, and kept
+        it loaded for the life of the process: every id a client listened to — a typo, a scan —
+        was listed by GET /v1/durable as a session, ~7 KB each.)
+        """
+        if self._closed:
+            raise DurableSessionError("the host is shutting down; listen again once it is back")
+        if session_id == INDEX_SESSION:
+            raise DurableSessionError(f"session id {session_id!r} is reserved")
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(EVENTS_KEPT)
         self._subscribers.setdefault(session_id, set()).add(queue)
         return queue
 
     def unsubscribe(self, session_id: str, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
         """Stop delivering events to ``queue``."""
-        self._subscribers.get(session_id, set()).discard(queue)
+        queues = self._subscribers.get(session_id)
+        if queues is not None:
+            queues.discard(queue)
+            if not queues:
+                del self._subscribers[session_id]
 
     async def close(self, grace: float = 5.0) -> None:
         """Stop every session (running turns get ``grace`` seconds, then are aborted and stay owed)."""

@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.durable import (
     AgentProviders,
@@ -136,6 +138,24 @@ def test_events_stream_as_server_sent_events() -> None:
         types = [e["type"] for e in seen]
         assert types[0] == "MessageQueued" and "MessagesConsumed" in types and types[-1] == "TurnDone"
         assert seen[-1]["state"] == "answered" and seen[-1]["answer"] == "echo: stream me"
+
+
+@settings(max_examples=10, deadline=None)
+@given(ids=st.lists(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:@\-]{0,40}", fullmatch=True), min_size=1, max_size=8,
+                    unique=True))
+def test_listening_to_a_session_never_used_loads_nothing_and_leaves_nothing(ids: list[str]) -> None:
+    """Each GET /v1/durable/{id}/events made a session and kept it loaded for the life of the process:
+    every id a client listened to (a typo, a scan) was listed by GET /v1/durable, ~7 KB each."""
+    durable = DurableHost(factory(FunctionModel(echo)), InMemoryPersistence())
+    with serve_in_thread(create_app(durable=durable)) as base, httpx.Client(base_url=base, timeout=10) as client:
+        for session_id in ids:
+            with client.stream("GET", f"/v1/durable/{session_id}/events") as stream:
+                assert stream.status_code == 200
+                assert next(stream.iter_lines()).startswith(": subscribed")
+        assert client.get("/v1/durable").json() == {"sessions": []}
+        for session_id in ids:
+            assert client.get(f"/v1/durable/{session_id}").status_code == 404  # still never stored
+    assert durable.sessions == {}
 
 
 async def test_sessions_with_unfinished_work_go_on_after_a_restart() -> None:
