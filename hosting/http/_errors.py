@@ -37,6 +37,11 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
                       **{k: _MASK.value(v) for k, v in extra.items() if v is not None}}}
 
 
+def _shown(path: str) -> str:
+    """A request path as an error quotes it: at most 200 characters."""
+    return path if len(path) <= 200 else path[:200] + "…"
+
+
 def _field(error: Any) -> str | None:
     """The field an error is about, named the same in a body, a path or a query (``session_id``);
     None when it is about the whole body."""
@@ -100,7 +105,7 @@ def install_error_handlers(app: FastAPI) -> None:
                                        details=details), status_code=422)
 
     @app.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         cause = exc.__cause__
         if isinstance(cause, UnicodeDecodeError):  # FastAPI's "There was an error parsing the body"
             return JSONResponse(error_body("invalid_json", f"the request body is not valid JSON: it is not UTF-8 "
@@ -119,7 +124,13 @@ def install_error_handlers(app: FastAPI) -> None:
                                            f"{type(cause).__name__}: {str(cause)[:200]}"), status_code=400)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         headers = dict(exc.headers or {})
-        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers)
+        message = str(exc.detail)
+        path = _shown(request.url.path)
+        if exc.status_code == 404 and message == "Not Found":  # Starlette's, for a path no route has
+            message = f"no route {request.method} {path}: the routes are listed in /openapi.json"
+        elif exc.status_code == 405 and message == "Method Not Allowed":
+            message = f"{path} does not take {request.method}: /openapi.json lists the methods of each route"
+        return JSONResponse(error_body(code, message), status_code=exc.status_code, headers=headers)
 
     for kind in (TurnRefusedError, VersionConflictError, UnreadableEnvelopeError, SessionStoreError, NotFoundError,
                  StoreError):

@@ -448,3 +448,15 @@ async def test_any_json_body_gets_an_answer_or_a_json_4xx_never_a_500(
         error = response.json()["error"]
         assert isinstance(error["code"], str) and isinstance(error["message"], str) and error["message"]
     assert "Traceback" not in response.text
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(segment=st.text("abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=30))
+async def test_an_unknown_route_or_method_is_named_in_the_error(client: httpx.AsyncClient, segment: str) -> None:
+    """A path no route has answered "Not Found", a wrong method "Method Not Allowed": neither said which."""
+    missing = await client.get(f"/v1/nowhere/{segment}", headers=AUTH)
+    assert missing.status_code == 404
+    assert missing.json()["error"]["message"] == f"no route GET /v1/nowhere/{segment}: the routes are listed in /openapi.json"
+    wrong = await client.put("/v1/turns", headers=AUTH)
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+    assert wrong.json()["error"]["message"].startswith("/v1/turns does not take PUT")
