@@ -175,7 +175,7 @@ def generate(
     asked = rng.sample(KEYS, keys)
     others = [k for k in KEYS if k not in asked]
     s = Ledger(seed, turns, window, pin, cap, asked)
-    revs = iter(rng.sample(range(1, 900), 600))  # unique revisions: which statement wins is never a tie
+    revs = iter(rng.sample(range(1, 900), 899))  # unique revisions below the winners (900+): never a tie
     topics = list(TOPICS)
     rng.shuffle(topics)
     search_topics = topics[:rng.randint(1, 3)]
