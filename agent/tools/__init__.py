@@ -9,7 +9,8 @@ A :class:`PermissionChecker` decides who may run which tool, on which paths and 
 often; :func:`meta_tools` lets a model discover a large catalogue in three steps instead of being
 sent every schema. :class:`CodeGenerator` writes code and runs JavaScript and TypeScript in a
 :class:`DenoSandbox` with every permission denied; :func:`code_tool` offers that to an agent.
-Every decision is recorded on the tool stage of the call it governed.
+Every decision is recorded on the tool stage of the call it governed. :class:`MCPConnection` offers
+the tools of an MCP server (``pip install footprint[mcp]``).
 """
 
 from ._codegen import (
@@ -23,6 +24,7 @@ from ._codegen import (
 from ._context import ToolContext
 from ._factories import permission_checker, permissive_checker, restrictive_checker
 from ._governance import enforce, govern, with_permission_check
+from ._mcp import MCPConnection
 from ._meta import LIMIT_ARGUMENTS, META_TOOL_NAMES, apply_tool_limits, cap_result, meta_tools, tool_help
 from ._permissions import (
     CATEGORIES,
@@ -61,6 +63,7 @@ __all__ = [
     "DenoSandbox",
     "ExecutionStats",
     "GeneratedCode",
+    "MCPConnection",
     "PauseRun",
     "PermissionChecker",
     "PermissionDecision",

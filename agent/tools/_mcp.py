@@ -1,0 +1,296 @@
+"""Tools from MCP (Model Context Protocol) servers.
+
+:class:`MCPConnection` connects to one MCP server — a command started over stdio, or a streamable
+HTTP URL — lists its tools and offers each as a footprint :class:`Tool` whose ``execute`` calls the
+server's ``tools/call``. The official SDK (``pip install footprint[mcp]``) is imported only when a
+connection opens, so ``import agent`` never loads it.
+
+What the model sees of a call: the result's text blocks joined; images, audio and resources
+described in a line each; a result the server marks ``isError`` as an error result. A server that
+dies, times out or answers nonsense fails that call with an error naming the server, never the run;
+its stderr is kept on the connection (:meth:`MCPConnection.stderr_tail`), never sent to the model.
+Each call records ``mcp_server`` and ``mcp_tool`` on its tool stage. Neither the server's ``env``
+nor the HTTP ``headers`` are recorded anywhere: they live only on the connection object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from tracer import RedactionPolicy
+
+from ..errors import ToolError, ToolReportedError, ToolTimeoutError, UserError
+from ._context import ToolContext
+from ._tool import Tool, message_of
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp_types import CallToolResult
+    from mcp_types import Tool as MCPToolDefinition
+
+_log = logging.getLogger("footprint.agent.mcp")
+_VALID_NAME = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+_CREDENTIALS = RedactionPolicy()
+#: how much of the server's stderr a connection keeps (for :meth:`MCPConnection.stderr_tail`)
+STDERR_TAIL_CHARS = 4000
+
+
+def _import_mcp() -> Any:
+    try:
+        import mcp
+    except ImportError as exc:
+        raise UserError("MCP tools need the MCP SDK: pip install 'footprint[mcp]'") from exc
+    return mcp
+
+
+def tool_name(name: str, prefix: str = "") -> str:
+    """The footprint (OpenAI-valid) name of the MCP tool ``name``: ``prefix + name`` with each
+    character outside ``[A-Za-z0-9_-]`` made ``_``; a name longer than 64 characters is cut and ends
+    with a hash of the whole, so two long names stay apart."""
+    wanted = prefix + name
+    if _VALID_NAME.fullmatch(wanted):
+        return wanted
+    clean = re.sub(r"[^A-Za-z0-9_\-]", "_", wanted) or "_"
+    if len(clean) > 64:
+        digest = hashlib.sha256(wanted.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        clean = f"{clean[:55]}_{digest}"
+    return clean
+
+
+def result_text(result: CallToolResult) -> str:
+    """What the model is shown of an MCP tool result: text blocks as they are, other blocks
+    described in one line each, the structured content as JSON when there are no blocks."""
+    from mcp_types import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent
+
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, TextContent):
+            parts.append(block.text)
+        elif isinstance(block, ImageContent | AudioContent):
+            parts.append(f"[{block.type}: {block.mime_type}, {_decoded_size(block.data):,} bytes]")
+        elif isinstance(block, ResourceLink):
+            parts.append(f"[resource link: {block.name} {block.uri}"
+                         f"{f' ({block.mime_type})' if block.mime_type else ''}]")
+        elif isinstance(block, EmbeddedResource):
+            res = block.resource
+            text = getattr(res, "text", None)
+            mime = f" ({res.mime_type})" if res.mime_type else ""
+            if isinstance(text, str):
+                parts.append(f"[resource {res.uri}{mime}]\n{text}")
+            else:
+                parts.append(f"[resource {res.uri}{mime}: {_decoded_size(getattr(res, 'blob', '')):,} bytes]")
+        else:  # a block type newer than this code
+            parts.append(f"[{getattr(block, 'type', type(block).__name__)} content]")
+    if not parts and result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False, default=str)
+    return "\n".join(parts)
+
+
+def _decoded_size(data: str) -> int:
+    """The bytes a base64 text holds (without decoding it)."""
+    data = data.strip()
+    return max(0, len(data) * 3 // 4 - data[-2:].count("="))
+
+
+class MCPConnection:
+    """One MCP server and its tools, as an async context manager::
+
+        async with MCPConnection.stdio("files", "npx", ["-y", "@scope/files-server"]) as files:
+            agent = Agent("a", provider=model, tools=files.tools)
+            await agent.run("...")
+
+    ``name`` names the server in errors and on each call's tool stage. ``prefix`` goes before each
+    tool's name (``files_`` keeps two servers' ``read`` apart); ``include`` keeps only the named
+    MCP tools, ``exclude`` drops the named ones (a name in either that the server does not offer is
+    a :class:`UserError`). ``timeout``: seconds one call may take (the connection's start too).
+    Tools are usable only inside the ``async with`` block, on the event loop that entered it.
+    """
+
+    def __init__(self, name: str, transport: Any, *, prefix: str = "", include: Iterable[str] | None = None,
+                 exclude: Iterable[str] = (), timeout: float = 30.0, stderr: IO[str] | None = None) -> None:
+        if not name or not isinstance(name, str):
+            raise UserError(f"an MCP connection needs a name, got {name!r}")
+        if timeout <= 0:
+            raise UserError(f"MCP server {name}: timeout must be > 0 seconds, got {timeout!r}")
+        self.name = name
+        self.prefix = prefix
+        self.include = None if include is None else list(include)
+        self.exclude = list(exclude)
+        self.timeout = timeout
+        self._transport = transport
+        self._stderr = stderr
+        self._client: Client | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._failure: str | None = None
+        #: the server's tools as footprint tools (filled when the connection opens)
+        self.tools: list[Tool] = []
+
+    @classmethod
+    def stdio(cls, name: str, command: str, args: Sequence[str] = (), *, env: dict[str, str] | None = None,
+              cwd: str | Path | None = None, prefix: str = "", include: Iterable[str] | None = None,
+              exclude: Iterable[str] = (), timeout: float = 30.0) -> MCPConnection:
+        """A server started as ``command args`` and spoken to over its stdin and stdout.
+
+        ``env`` is added to a small safe environment (the SDK's: ``PATH``, ``HOME`` ...; not this
+        process's keys); it is never recorded. The server's stderr is kept, not printed.
+        """
+        mcp = _import_mcp()
+        from mcp.client.stdio import stdio_client
+
+        params = mcp.StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
+        stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        return cls(name, stdio_client(params, errlog=stderr), prefix=prefix, include=include,
+                   exclude=exclude, timeout=timeout, stderr=stderr)
+
+    @classmethod
+    def http(cls, name: str, url: str, *, headers: dict[str, str] | None = None, prefix: str = "",
+             include: Iterable[str] | None = None, exclude: Iterable[str] = (),
+             timeout: float = 30.0) -> MCPConnection:
+        """A server at a streamable-HTTP ``url``; ``headers`` (an ``Authorization`` token, say) go
+        with every request and are never recorded."""
+        _import_mcp()
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        client = create_mcp_http_client(headers=dict(headers or {}))
+        return cls(name, streamable_http_client(url, http_client=client), prefix=prefix, include=include,
+                   exclude=exclude, timeout=timeout)
+
+    def __repr__(self) -> str:  # no env, no headers
+        return f"MCPConnection({self.name!r}, {len(self.tools)} tools{', open' if self._client else ''})"
+
+    def stderr_tail(self) -> str:
+        """The last :data:`STDERR_TAIL_CHARS` characters the (stdio) server wrote to stderr."""
+        if self._stderr is None or self._stderr.closed:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            self._stderr.flush()
+            end = self._stderr.seek(0, 2)
+            self._stderr.seek(max(0, end - STDERR_TAIL_CHARS * 4))
+            return self._stderr.read()[-STDERR_TAIL_CHARS:]
+        return ""
+
+    async def __aenter__(self) -> MCPConnection:
+        mcp = _import_mcp()
+        if self._client is not None:
+            raise UserError(f"MCP server {self.name}: the connection is already open")
+        client = mcp.Client(self._transport, read_timeout_seconds=self.timeout)
+        try:
+            async with asyncio.timeout(self.timeout):
+                await client.__aenter__()
+        except Exception as exc:
+            raise UserError(self._start_failure(exc)) from None
+        self._client, self._loop, self._failure = client, asyncio.get_running_loop(), None
+        try:
+            self.tools = await self._list_tools()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.__aexit__(None, None, None)
+        if self._stderr is not None:
+            tail = self.stderr_tail()
+            if tail.strip():
+                _log.debug("MCP server %s stderr (tail): %s", self.name, _CREDENTIALS.text(tail))
+
+    def _start_failure(self, exc: BaseException) -> str:
+        what = f"did not answer within {self.timeout:g} s" if isinstance(exc, TimeoutError) else (
+            f"failed to start: {type(exc).__name__}: {message_of(exc)}")
+        tail = _CREDENTIALS.text(self.stderr_tail().strip()[-1500:])
+        return f"MCP server {self.name} {what}" + (f"\nits stderr ended with:\n{tail}" if tail else "")
+
+    async def _list_tools(self) -> list[Tool]:
+        assert self._client is not None
+        listed: list[MCPToolDefinition] = []
+        cursor: str | None = None
+        for _ in range(1000):  # a server whose cursor never ends must not hang the start
+            try:
+                page = await self._client.list_tools(cursor=cursor)
+            except Exception as exc:
+                raise UserError(f"MCP server {self.name}: listing its tools failed: {message_of(exc)}") from None
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        offered = {t.name for t in listed}
+        for option, names in (("include", self.include or ()), ("exclude", self.exclude)):
+            unknown = sorted(set(names) - offered)
+            if unknown:
+                raise UserError(f"MCP server {self.name}: {option} names {unknown}, which it does not offer "
+                                f"(it offers {sorted(offered)})")
+        chosen = [t for t in listed if (self.include is None or t.name in self.include)
+                  and t.name not in self.exclude]
+        tools: list[Tool] = []
+        by_name: dict[str, str] = {}
+        for definition in chosen:
+            made = tool_name(definition.name, self.prefix)
+            if made in by_name:
+                raise UserError(f"MCP server {self.name}: its tools {by_name[made]!r} and {definition.name!r} "
+                                f"both become {made!r}; exclude one of them")
+            by_name[made] = definition.name
+            tools.append(self._tool(made, definition))
+        return tools
+
+    def _tool(self, made: str, definition: MCPToolDefinition) -> Tool:
+        mcp_name = definition.name
+        schema = dict(definition.input_schema or {})
+        schema.setdefault("type", "object")
+        description = definition.description or definition.title or mcp_name
+
+        async def execute(arguments: dict[str, Any], context: ToolContext) -> str:
+            context.record(mcp_server=self.name, mcp_tool=mcp_name)
+            return await self.call(mcp_name, arguments)
+
+        try:
+            return Tool(made, description, schema, execute, timeout=None, takes_context=True,
+                        tags=("mcp", self.name))
+        except UserError as exc:
+            raise UserError(f"MCP server {self.name}: tool {mcp_name!r}: {exc}") from None
+
+    async def call(self, mcp_name: str, arguments: dict[str, Any]) -> str:
+        """Call the server's tool ``mcp_name``; the result's text, or a :class:`ToolError` saying why not."""
+        client = self._client
+        if client is None:
+            raise ToolError(f"MCP server {self.name} is not connected (its `async with` block has ended)")
+        if self._failure is not None:
+            raise ToolError(self._failure)
+        if asyncio.get_running_loop() is not self._loop:
+            raise ToolError(f"MCP server {self.name} was connected on another event loop; run the agent "
+                            f"inside the `async with` block that opened it")
+        from mcp import MCPError
+
+        try:
+            result = await client.call_tool(mcp_name, arguments, read_timeout_seconds=self.timeout)
+        except MCPError as exc:
+            text = message_of(exc)
+            if "timed out" in text:
+                raise ToolTimeoutError(f"MCP server {self.name}: {mcp_name} did not finish within "
+                                       f"{self.timeout:g} s") from None
+            if "Connection closed" in text:
+                self._failure = f"MCP server {self.name} is gone (the connection closed); restart it to call " \
+                                f"its tools again"
+                _log.warning("MCP server %s closed the connection during %s", self.name, mcp_name)
+                raise ToolError(f"MCP server {self.name} closed the connection during {mcp_name} "
+                                f"(it may have crashed)") from None
+            raise ToolError(f"MCP server {self.name}: {mcp_name} failed: {text}") from None
+        except Exception as exc:  # an answer the SDK could not read, a transport error ...
+            raise ToolError(f"MCP server {self.name}: {mcp_name} failed: {type(exc).__name__}: "
+                            f"{message_of(exc)}") from None
+        text = result_text(result)
+        if result.is_error:
+            raise ToolReportedError(f"Error: {text}" if text else f"Error: {mcp_name} failed (no message)")
+        return text
