@@ -95,6 +95,14 @@ def result_text(result: CallToolResult) -> str:
     return "\n".join(parts)
 
 
+def _cause(exc: BaseException) -> BaseException:
+    """The first exception at the bottom of the SDK's task groups: ``unhandled errors in a
+    TaskGroup`` says nothing; a 401 or a refused connection does."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def _decoded_size(data: str) -> int:
     """The bytes a base64 text holds (without decoding it)."""
     data = data.strip()
@@ -131,6 +139,7 @@ class MCPConnection:
         self._client: Client | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._failure: str | None = None
+        self._refusal: str | None = None  # an HTTP server's last error status, for the messages
         #: the server's tools as footprint tools (filled when the connection opens)
         self.tools: list[Tool] = []
 
@@ -162,8 +171,15 @@ class MCPConnection:
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         client = create_mcp_http_client(headers=dict(headers or {}))
-        return cls(name, streamable_http_client(url, http_client=client), prefix=prefix, include=include,
-                   exclude=exclude, timeout=timeout)
+        connection = cls(name, streamable_http_client(url, http_client=client), prefix=prefix,
+                         include=include, exclude=exclude, timeout=timeout)
+
+        async def note_refusal(response: Any) -> None:  # the SDK's error drops the status
+            if response.status_code >= 400:
+                connection._refusal = f"HTTP {response.status_code} {response.reason_phrase} from {url}"
+
+        client.event_hooks["response"].append(note_refusal)
+        return connection
 
     def __repr__(self) -> str:  # no env, no headers
         return f"MCPConnection({self.name!r}, {len(self.tools)} tools{', open' if self._client else ''})"
@@ -208,8 +224,11 @@ class MCPConnection:
                 _log.debug("MCP server %s stderr (tail): %s", self.name, _CREDENTIALS.text(tail))
 
     def _start_failure(self, exc: BaseException) -> str:
+        exc = _cause(exc)
         what = f"did not answer within {self.timeout:g} s" if isinstance(exc, TimeoutError) else (
             f"failed to start: {type(exc).__name__}: {message_of(exc)}")
+        if self._refusal:
+            what += f" ({_CREDENTIALS.text(self._refusal)})"
         tail = _CREDENTIALS.text(self.stderr_tail().strip()[-1500:])
         return f"MCP server {self.name} {what}" + (f"\nits stderr ended with:\n{tail}" if tail else "")
 
@@ -273,6 +292,7 @@ class MCPConnection:
                             f"inside the `async with` block that opened it")
         from mcp import MCPError
 
+        self._refusal = None
         try:
             result = await client.call_tool(mcp_name, arguments, read_timeout_seconds=self.timeout)
         except MCPError as exc:
@@ -286,10 +306,12 @@ class MCPConnection:
                 _log.warning("MCP server %s closed the connection during %s", self.name, mcp_name)
                 raise ToolError(f"MCP server {self.name} closed the connection during {mcp_name} "
                                 f"(it may have crashed)") from None
-            raise ToolError(f"MCP server {self.name}: {mcp_name} failed: {text}") from None
+            refusal = f" ({_CREDENTIALS.text(self._refusal)})" if self._refusal else ""
+            raise ToolError(f"MCP server {self.name}: {mcp_name} failed: {text}{refusal}") from None
         except Exception as exc:  # an answer the SDK could not read, a transport error ...
-            raise ToolError(f"MCP server {self.name}: {mcp_name} failed: {type(exc).__name__}: "
-                            f"{message_of(exc)}") from None
+            cause = _cause(exc)
+            raise ToolError(f"MCP server {self.name}: {mcp_name} failed: {type(cause).__name__}: "
+                            f"{message_of(cause)}") from None
         text = result_text(result)
         if result.is_error:
             raise ToolReportedError(f"Error: {text}" if text else f"Error: {mcp_name} failed (no message)")

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -295,3 +296,84 @@ def test_importing_agent_does_not_import_mcp_and_a_missing_sdk_is_a_clear_error(
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[3])
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "UserError MCP tools need the MCP SDK: pip install 'footprint[mcp]'"
+
+
+HTTP_SERVER = '''
+import sys
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("web")
+
+@app.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+inner = app.streamable_http_app()
+expected = b"Bearer " + sys.argv[2].encode()
+
+async def guarded(scope, receive, send):
+    if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+        await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"unauthorized"})
+        return
+    await inner(scope, receive, send)
+
+uvicorn.run(guarded, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+'''
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[str]:
+    """A streamable-HTTP MCP server on a free loopback port that wants ``Bearer SECRET``; its URL."""
+    import socket
+    import time
+
+    path = tmp_path / "web.py"
+    path.write_text(HTTP_SERVER)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(path), str(port), SECRET], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the MCP HTTP server did not start: {proc.stderr.read()!r}") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def test_an_http_server_with_a_bearer_token_serves_a_recorded_agent(http_server: str, tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "h.duckdb")
+    model = ScriptedModel([calls(("web_add", {"a": 20, "b": 22})), "done"])
+    async with MCPConnection.http("web", http_server, headers={"Authorization": f"Bearer {SECRET}"},
+                                  prefix="web_") as conn:
+        assert [t.name for t in conn.tools] == ["web_add"]
+        assert SECRET not in repr(conn)
+        result = await Agent("web", provider=model, tools=conn.tools, recorder=Recorder(store)).run("go")
+    assert result.status == "answered", result.error
+    assert tool_results(model.requests[1]) == [{**tool_results(model.requests[1])[0], "content": "42"}]
+    store.flush()
+    [stage] = [s for s in store.load_run(result.run_id).stages if s.kind == "tool"]
+    assert stage.attributes["mcp_server"] == "web" and stage.attributes["mcp_tool"] == "add"
+    store.close()
+    dump = subprocess.run(["strings", str(tmp_path / "h.duckdb")], capture_output=True, text=True).stdout
+    assert SECRET not in dump
+
+
+async def test_an_http_server_that_refuses_the_token_is_a_clear_error(http_server: str) -> None:
+    with pytest.raises(UserError, match=r"MCP server web (failed to start|did not answer)") as caught:
+        async with MCPConnection.http("web", http_server, headers={"Authorization": "Bearer wrong"}, timeout=10):
+            pass
+    assert "HTTP 401 Unauthorized from http://127.0.0.1:" in str(caught.value)
+    assert "TaskGroup" not in str(caught.value)  # the cause, not the SDK's task group
+    assert SECRET not in str(caught.value)
