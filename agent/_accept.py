@@ -18,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tracer import utf8_text
+
 from .errors import ProviderResponseError
 from .providers import ModelResponse, ToolCall, Usage
 
@@ -51,7 +53,21 @@ def accepted(response: Any, provider: str, turn: int) -> tuple[ModelResponse, li
         for name in ("id", "name", "arguments"):
             if not isinstance(getattr(call, name), str):
                 raise _wrong(provider, f"tool call {index}'s {name}", getattr(call, name), "a string")
-    return _distinct_ids(response, turn)
+    return _distinct_ids(_writable(response), turn)
+
+
+def _writable(response: ModelResponse) -> ModelResponse:
+    """``response`` with each lone surrogate in its text and calls as its escape (see
+    :func:`tracer.utf8_text`): the reply, the memory and the store then hold the same text, and a
+    client's UTF-8 JSON can carry it."""
+    text = utf8_text(response.text)
+    calls = [call if all(utf8_text(getattr(call, n)) is getattr(call, n) for n in ("id", "name", "arguments"))
+             else dataclasses.replace(call, id=utf8_text(call.id), name=utf8_text(call.name),
+                                      arguments=utf8_text(call.arguments))
+             for call in response.tool_calls]
+    if text is response.text and all(c is o for c, o in zip(calls, response.tool_calls, strict=True)):
+        return response
+    return dataclasses.replace(response, text=text, tool_calls=tuple(calls))
 
 
 def _distinct_ids(response: ModelResponse, turn: int) -> tuple[ModelResponse, list[dict[str, Any]]]:

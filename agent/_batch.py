@@ -293,7 +293,7 @@ def result_item(call_id: str, name: str, content: str, is_error: bool) -> Item:
 def _is_json(text: str) -> bool:
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ._dropped import DROPPED_SINCE, DroppedContext, dropped_context, left_out
     from ._files import missing_directory, refuse_truncated, restrict_to_owner
     from ._ids import new_id
-    from ._json import canonical_json
+    from ._json import canonical_json, utf8_text
     from ._lineage import child_run_ids, child_runs, started_run
     from ._listeners import RecordedStage, RecordingListener, feed_listener, recorded_stages
     from ._names import item_names, resolve_item
@@ -143,6 +143,7 @@ _EXPORTS: dict[str, str] = {
     "TracerError": ".errors",
     "UsageComparison": "._compare",
     "canonical_json": "._json",
+    "utf8_text": "._json",
     "child_run_ids": "._lineage",
     "child_runs": "._lineage",
     "compare_run_data": "._compare",
@@ -265,6 +266,7 @@ __all__ = [
     "rundata_from_dict",
     "rundata_to_dict",
     "started_run",
+    "utf8_text",
     "why",
 ]
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import msgspec
 
+from ._json import utf8_value
 from ._writer import JOURNAL_KEY, Bundle, StageRows
 from .errors import StoreError
 
@@ -67,9 +68,14 @@ def journal_files(store_path: str) -> list[str]:
 def encode_bundle(bundle: Bundle | StageRows) -> bytes:
     """The bundle as one journal payload."""
     if type(bundle) is StageRows:
-        return _encoder.encode(("s", bundle.stage, bundle.snapshot, bundle.items, bundle.other))
-    assert isinstance(bundle, Bundle)
-    return _encoder.encode(("b", bundle.rows, bundle.run_ends))
+        value: tuple[Any, ...] = ("s", bundle.stage, bundle.snapshot, bundle.items, bundle.other)
+    else:
+        assert isinstance(bundle, Bundle)
+        value = ("b", bundle.rows, bundle.run_ends)
+    try:
+        return _encoder.encode(value)
+    except UnicodeEncodeError:  # a lone surrogate: journaled as its escape, as the writer stores it
+        return _encoder.encode(utf8_value(value))
 
 
 def decode_bundle(payload: bytes) -> Bundle | StageRows:

@@ -53,6 +53,58 @@ canonical_json = _encoder(
 canonical_json.__doc__ = "The canonical text of a JSON value: sorted keys, no spaces, UTF-8 kept."
 
 
+#: how deep :func:`capped` keeps a value
+CAPPED_LEVELS = 64
+
+
+def capped(value: Any, levels: int = CAPPED_LEVELS, _inside: frozenset[int] = frozenset()) -> Any:
+    """``value`` with what lies deeper than ``levels`` lists, tuples and dicts, and each container
+    met again inside itself, as a short text saying so: a value JSON cannot write (nested past
+    Python's stack, or circular) written as far as it can be read."""
+    if isinstance(value, dict | list | tuple):
+        kind = type(value).__name__
+        if id(value) in _inside:
+            return f"<circular reference to a {kind}>"
+        if levels <= 0:
+            return f"<{kind} nested deeper than {CAPPED_LEVELS} levels>"
+        inside = _inside | {id(value)}
+        if isinstance(value, dict):
+            return {k: capped(v, levels - 1, inside) for k, v in value.items()}
+        return [capped(v, levels - 1, inside) for v in value]
+    return value
+
+
+def utf8_text(text: str) -> str:
+    """``text`` as it can be written in UTF-8: each lone surrogate as its ``\\udXXX`` escape.
+
+    A str can hold a lone surrogate (``"\\ud800"`` in JSON reads as one) that no UTF-8 writer
+    takes: the store, the journal and a hash would each refuse the whole value.
+    """
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode(errors="backslashreplace").decode()
+    return text
+
+
+def utf8_value(value: Any) -> Any:
+    """``value`` with every str in it (dict keys too) as :func:`utf8_text` writes it; the very
+    object when nothing needed it (lists, tuples and dicts are copied only where one did)."""
+    if isinstance(value, str):
+        return utf8_text(value)
+    if isinstance(value, dict):
+        pairs = [(utf8_value(k), utf8_value(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True)):
+            return value
+        return dict(pairs)
+    if isinstance(value, list | tuple):
+        items = [utf8_value(v) for v in value]
+        if all(v is v0 for v, v0 in zip(items, value, strict=True)):
+            return value
+        return tuple(items) if isinstance(value, tuple) else items
+    return value
+
+
 _msgspec_json = msgspec.json.Encoder()
 
 

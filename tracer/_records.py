@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, overload
 
-from ._json import canonical_json
+from ._json import canonical_json, utf8_value
 
 
 class RunStatus(StrEnum):
@@ -107,8 +107,11 @@ def kind_name(kind: str) -> str:
 
 def content_hash(kind: str, body: Any) -> str:
     """The content address of an item: 128-bit BLAKE2b of its canonical form, as hex."""
-    digest = hashlib.blake2b(canonical_json([kind, body]).encode(), digest_size=16)
-    return digest.hexdigest()
+    try:
+        address = canonical_json([kind, body]).encode()
+    except UnicodeEncodeError:  # a lone surrogate: hashed as its escape, as Item does
+        address = canonical_json(utf8_value([kind, body])).encode()
+    return hashlib.blake2b(address, digest_size=16).hexdigest()
 
 
 # the canonical JSON of the usual kinds, so hashing an item dumps only its body
@@ -152,15 +155,23 @@ class Item:
     def __post_init__(self) -> None:
         if not self.hash:
             canonical = canonical_json(self.body)
+            kind = _KIND_JSON.get(self.kind) or canonical_json(self.kind)
+            try:
+                address = f"[{kind},{canonical}]".encode()
+            except UnicodeEncodeError:  # a lone surrogate, which no UTF-8 writer takes: the item
+                # keeps it as its escape, so it can be hashed and stored
+                object.__setattr__(self, "kind", utf8_value(self.kind))
+                object.__setattr__(self, "body", utf8_value(self.body))
+                canonical = canonical_json(self.body)
+                kind = canonical_json(self.kind)
+                address = f"[{kind},{canonical}]".encode()
             if not _text_only(self.body):
                 # the same canonical text as content_hash(), kept: the store writes it as the body.
                 # A text item's row has no body, and a conversation holds its items for its whole
                 # life: kept, the text would be held twice (a long session's host held every
                 # message's text twice)
                 object.__setattr__(self, "_canonical", canonical)
-            kind = _KIND_JSON.get(self.kind) or canonical_json(self.kind)
-            digest = hashlib.blake2b(f"[{kind},{canonical}]".encode(), digest_size=16)
-            object.__setattr__(self, "hash", digest.hexdigest())
+            object.__setattr__(self, "hash", hashlib.blake2b(address, digest_size=16).hexdigest())
 
     @property
     def canonical_body(self) -> str:

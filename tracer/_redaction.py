@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from math import isfinite
 from typing import Any
 
-from ._json import compact_json, encode_json
+from ._json import capped, compact_json, encode_json
 
 MASK = "[REDACTED]"
 _CLEAN_KEPT = 4096  # keys and strings a policy remembers it leaves as they are (bounds its memory)
@@ -190,10 +190,13 @@ class RedactionPolicy:
             if has_key or "\\u" in value:
                 try:
                     parsed = json.loads(value)
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or nested deeper than the stack
                     parsed = None
                 if isinstance(parsed, dict | list):
-                    return self._masked_json(value, parsed)
+                    try:
+                        return self._masked_json(value, parsed)
+                    except RecursionError:  # too deep to write again: masked field by field below
+                        pass
             if not has_key:
                 return value
         elif '":' not in value and '" :' not in value:
@@ -224,7 +227,11 @@ class RedactionPolicy:
             text = self._flat_text(value)
             if text is not None:
                 return text
-        text = encode_json(value)
+        try:
+            text = encode_json(value)
+        except (RecursionError, ValueError):  # nested past the stack, or inside itself: cut where it
+            value = capped(value)            # is too deep to write, and written as far as it goes
+            text = encode_json(value)
         return encode_json(self.value(value)) if self.may_change(text) else text
 
     def _flat_text(self, value: dict[Any, Any]) -> str | None:
@@ -303,19 +310,69 @@ class RedactionPolicy:
         return False
 
     def value(self, value: Any) -> Any:
-        """A JSON value with sensitive keys and matching strings masked (a new value; the input is kept)."""
+        """A JSON value with sensitive keys and matching strings masked (a new value; the input is kept).
+
+        A value nested deeper than Python's stack allows (a model's or a user's JSON of a thousand
+        levels) is masked the same way without recursion.
+        """
+        try:
+            return self._value(value)
+        except RecursionError:
+            return self._deep_value(value)
+
+    def _value(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
             endings = self._key_endings
             return {
-                k: ({name: self.value(schema) for name, schema in v.items()} if k in _SCHEMA_MAPS and _is_schemas(v)
-                    else MASK if isinstance(k, str) and k.lower().endswith(endings) else self.value(v))
+                k: ({name: self._value(schema) for name, schema in v.items()} if k in _SCHEMA_MAPS and _is_schemas(v)
+                    else MASK if isinstance(k, str) and k.lower().endswith(endings) else self._value(v))
                 for k, v in value.items()
             }
         if isinstance(value, list | tuple):
-            return [self.value(v) for v in value]
+            return [self._value(v) for v in value]
         return value
+
+    def _deep_value(self, root: Any) -> Any:
+        """:meth:`_value` with a stack of its own: each container is made empty when it is met and
+        filled when it is taken from the stack (a container inside itself is cut there)."""
+        endings = self._key_endings
+        stack: list[tuple[Any, Any, bool]] = []  # (original, its copy, names are schemas' names)
+        open_ids: set[int] = set()  # the containers being filled, to stop at a cycle
+
+        def copy(original: Any, schema_names: bool = False) -> Any:
+            if isinstance(original, str):
+                return self.text(original)
+            if not isinstance(original, dict | list | tuple):
+                return original
+            if id(original) in open_ids:
+                return "<circular reference>"
+            made: Any = {} if isinstance(original, dict) else []
+            stack.append((original, made, schema_names))
+            return made
+
+        made_root = copy(root)
+        while stack:
+            original, made, schema_names = stack.pop()
+            if made is None:  # the marker that every part of ``original`` has been filled
+                open_ids.discard(id(original))
+                continue
+            open_ids.add(id(original))
+            stack.append((original, None, False))
+            if isinstance(original, dict):
+                for k, v in original.items():
+                    if schema_names:
+                        made[k] = copy(v)
+                    elif k in _SCHEMA_MAPS and isinstance(v, dict) and _is_schemas(v):
+                        made[k] = copy(v, schema_names=True)
+                    elif isinstance(k, str) and k.lower().endswith(endings):
+                        made[k] = MASK
+                    else:
+                        made[k] = copy(v)
+            else:
+                made.extend(copy(v) for v in original)
+        return made_root
 
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from ._json import utf8_value
 from ._stored_items import StoredItems
 from .errors import StoreError
 
@@ -506,7 +507,18 @@ class Writer:
 
     def _insert_columns(self, table: str, rows: list[tuple[Any, ...]]) -> None:
         select, params = select_rows(COLUMN_TYPES[table], rows)
-        self._con.execute(f"INSERT INTO {table} {select}", params)
+        self._execute(f"INSERT INTO {table} {select}", params)
+
+    def _execute(self, sql: str, params: list[Any]) -> None:
+        try:
+            self._con.execute(sql, params)
+        except duckdb.InvalidInputException:
+            # DuckDB refuses a str it cannot write as UTF-8 (a lone surrogate in a run's input, a
+            # name, an attribute) before it runs anything: the batch goes with each as its escape
+            storable = utf8_value(params)
+            if storable is params:
+                raise
+            self._con.execute(sql, storable)
 
     def _update_run_ends(self, rows: list[tuple[Any, ...]]) -> None:
         types = dict(COLUMN_TYPES["fp_run"])
@@ -515,4 +527,4 @@ class Writer:
             f"{name} = coalesce(u.{name}, fp_run.{name})" if name == "attributes" else f"{name} = u.{name}"
             for name in RUN_END_COLUMNS[1:]
         )
-        self._con.execute(f"UPDATE fp_run SET {sets} FROM ({select}) u WHERE fp_run.id = u.id", params)
+        self._execute(f"UPDATE fp_run SET {sets} FROM ({select}) u WHERE fp_run.id = u.id", params)

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tracer import RedactionPolicy
+from tracer import RedactionPolicy, utf8_text
 
 from ._schema import is_pydantic
 from .errors import UnreadableResultError
@@ -80,13 +80,8 @@ def result_text(value: Any) -> str:
     return json.dumps(converted, ensure_ascii=False)
 
 
-def storable(text: str) -> str:
-    """``text`` as it can be written in UTF-8: each lone surrogate as its ``\\udXXX`` escape."""
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return text.encode(errors="backslashreplace").decode()
-    return text
+#: ``text`` as it can be written in UTF-8: each lone surrogate as its ``\\udXXX`` escape
+storable = utf8_text
 
 
 class _NotPlain(Exception):

@@ -143,6 +143,8 @@ class Tool:
                 f"arguments for {self.name} are not valid JSON ({exc.msg} at char {exc.pos}): {raw[:200]}; "
                 f"expected a JSON object with {self.signature()}"
             ) from exc
+        except RecursionError:
+            raise ToolArgumentsError(self._too_deep()) from None
         if isinstance(value, str) and value.lstrip().startswith("{"):  # an object sent as a JSON string, as
             with contextlib.suppress(json.JSONDecodeError):               # some models (and servers) do
                 value = json.loads(value)
@@ -151,7 +153,14 @@ class Tool:
                 f"arguments for {self.name} must be a JSON object, not {json_kind(value)}; "
                 f"expected {self.signature()}"
             )
-        return self.check_arguments(value)
+        try:
+            return self.check_arguments(value)
+        except RecursionError:
+            raise ToolArgumentsError(self._too_deep()) from None
+
+    def _too_deep(self) -> str:
+        return (f"arguments for {self.name} are nested too deeply to read (lists or objects inside "
+                f"each other hundreds of levels down); expected a JSON object with {self.signature()}")
 
     def check_arguments(self, value: dict[str, Any]) -> dict[str, Any]:
         """``value`` when it matches the schema; :class:`ToolArgumentsError` names each mismatch."""

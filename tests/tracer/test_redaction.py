@@ -316,3 +316,55 @@ def test_an_authorization_header_loses_its_credentials_and_prose_about_authoriza
     assert policy.text("Proxy-Authorization: 0123456789abcdefXYZ") == f"Proxy-Authorization: {MASK}"
     for prose in ("authorization: none", "Authorization: the process of granting access", "authorization failed: 401"):
         assert policy.text(prose) == prose
+
+
+_schema_values = st.recursive(
+    _json_values,
+    lambda inner: st.dictionaries(st.sampled_from(["properties", "$defs", "password"]),
+                                  st.dictionaries(st.sampled_from(["password", "q"]),
+                                                  st.fixed_dictionaries({"type": st.just("string")}, optional={"x": inner}),
+                                                  max_size=2), max_size=2)
+    | st.lists(inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_schema_values)
+def test_the_stackless_walk_masks_as_the_recursive_one(value: object) -> None:
+    """Deep values are masked without recursion (_deep_value); on any value both walks agree,
+    schemas' parameter names and tuples included."""
+    for policy in (RedactionPolicy(), RedactionPolicy.with_extra(keys=["note"]), RedactionPolicy.none()):
+        assert policy._deep_value(value) == policy._value(value)
+        assert policy._deep_value((value, value)) == policy._value((value, value))
+
+
+@given(st.integers(900, 6000), st.sampled_from(["[", '{"a":']), st.booleans())
+@settings(max_examples=30, deadline=None)
+def test_json_nested_deeper_than_the_stack_is_masked_not_a_crash(depth: int, opener: str, compact: bool) -> None:
+    """A user's or a model's JSON of thousands of levels: parsing, masking or writing it again
+    overflowed the stack, and the recording (the run) failed with a RecursionError."""
+    closer = "]" if opener == "[" else "}"
+    inner = '{"password": "hunter2", "note": "kept"}' if compact else '{"password" : "hunter2", "note" : "kept"}'
+    text = opener * depth + inner + closer * depth
+    policy = RedactionPolicy()
+    masked = policy.text(text)
+    assert "hunter2" not in masked and "kept" in masked
+    squeezed = masked.replace(" ", "")  # written again where it could be, in the style it came in
+    assert squeezed.startswith(opener * depth) and squeezed.endswith(closer * depth)
+    value: object = {"password": "hunter2", "note": "kept"}
+    for _ in range(depth):
+        value = [value] if opener == "[" else {"a": value}
+    walked = policy.value(value)
+    for _ in range(depth):
+        walked = walked[0] if opener == "[" else walked["a"]  # type: ignore[index, call-overload]
+    assert walked == {"password": MASK, "note": "kept"}
+    loop: list[object] = ["sk-" + "A1b2" * 8]
+    loop.append(loop)
+    deep_loop: object = loop
+    for _ in range(depth):
+        deep_loop = [deep_loop]
+    cut = policy.value(deep_loop)
+    for _ in range(depth):
+        cut = cut[0]  # type: ignore[index]
+    assert cut[1] == "<circular reference>" and "A1b2" not in cut[0]  # type: ignore[index]

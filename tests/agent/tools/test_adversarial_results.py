@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pydantic
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from agent import Agent, Tool
@@ -144,13 +144,40 @@ def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 _values = st.recursive(_scalars, _containers, max_leaves=12)
 
 
+def _plain_text(value: Any, depth: int = 0) -> str:
+    """All the text of a generated value, secrets aside: hypothesis copies drawn strings around, so
+    a secret's core can also turn up as a plain string (a Box's value), where no policy could know
+    it for a secret; such examples are left out."""
+    if depth > 40:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    if isinstance(value, dict):
+        return " ".join(f"{_plain_text(k, depth + 1)} {_plain_text(v, depth + 1)}" for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return " ".join(_plain_text(v, depth + 1) for v in value)
+    if isinstance(value, Box | Model):
+        return _plain_text(value.value, depth + 1)
+    if isinstance(value, ArrayLike):
+        return _plain_text(value.values, depth + 1)
+    try:
+        return repr(value)
+    except Exception:
+        return ""
+
+
 @st.composite
-def returned(draw: st.DrawFn) -> tuple[Any, list[str], str]:
-    """(what the tool returns or raises, the secrets it holds, how it is given back)."""
+def returned(draw: st.DrawFn) -> tuple[Any, list[str], str, str]:
+    """(what the tool returns or raises, the secrets it holds, how it is given back, the plain text
+    it holds besides the secrets)."""
     value = draw(_values)
+    plain = _plain_text(value)
     held: list[str] = []
     for _ in range(draw(st.integers(0, 3))):
         text, core = draw(secrets())
+        assume(core not in plain)
         held.append(core)
         where = draw(st.sampled_from(["wrap", "field", "key", "bytes"]))
         value = {"wrap": [value, f"note: {text} end"], "field": {"data": value, "password": core, "api_key": text},
@@ -166,7 +193,7 @@ def returned(draw: st.DrawFn) -> tuple[Any, list[str], str]:
     elif shape == "deep":
         for _ in range(draw(st.integers(100, 3000))):
             value = [value]
-    return value, held, shape
+    return value, held, shape, plain
 
 
 _DEFAULT = object()
@@ -215,9 +242,10 @@ def test_any_return_value_ends_the_run_cleanly_and_stores_no_secret(tmp_path: Pa
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
         @given(returned(), secrets(), st.booleans(), st.sampled_from([None, 200, 1_000, _DEFAULT]),
                st.sampled_from([None, 500, 20_000]))
-        def check(made: tuple[Any, list[str], str], secret: tuple[str, str], is_async: bool, bound: Any,
+        def check(made: tuple[Any, list[str], str, str], secret: tuple[str, str], is_async: bool, bound: Any,
                   agent_bound: int | None) -> None:
-            value, held, shape = made
+            value, held, shape, plain = made
+            assume(secret[1] not in plain)
             tool = _tool(value, shape, secret[0], is_async, None if bound is _DEFAULT else bound)
             model = ScriptedModel([calls(("returns", {})), "done"])
             agent = Agent("adversarial", provider=model, tools=[tool], recorder=recorder,
