@@ -22,6 +22,7 @@ from typing import Any
 from agent import Agent, AgentEvent, ConversationMemory, Hooks, ModelSettings, RunResult, Tool
 from agent._loop import RunLoop
 from agent.errors import ProviderError
+from agent.tools import ToolLike, as_tools
 from agent.providers import ModelRequest, ModelResponse, Provider
 from tracer import ContextItem, Item, ItemKind, Origin, OriginKind, Recorder
 
@@ -88,7 +89,7 @@ class DurableAgent:
         provider: str,
         persistence: SessionPersistence,
         instructions: str = "You are a helpful assistant.",
-        tools: Sequence[Tool] = (),
+        tools: Sequence[ToolLike] = (),
         hooks: DurableHooks | None = None,
         features: Sequence[DurableHooks] = (),
         model: str | None = None,
@@ -108,7 +109,7 @@ class DurableAgent:
                 raise ValueError(f"{label} must be one of {', '.join(QUEUE_MODES)}, got {mode!r}")
         self.id = id
         self.providers = providers
-        self.state = AgentState(instructions, list(tools))
+        self.state = AgentState(instructions, as_tools(tools, f"durable agent {id}"))
         self.hooks = hooks if hooks is not None else merge_features(features)
         self.defaults = InferenceSettings(provider, model, effort, service_tier)
         self.modes = {"steering": steering_mode, "send": send_mode}
@@ -315,7 +316,7 @@ class DurableAgent:
                 self._hook_errors.append(f"instructions: {type(exc).__name__}: {exc}")
         if self.hooks.tools is not None:
             try:
-                tools = list(self.hooks.tools(ctx))
+                tools = as_tools(self.hooks.tools(ctx), f"durable agent {self.id}'s tools hook")
             except Exception as exc:
                 self._hook_errors.append(f"tools: {type(exc).__name__}: {exc}")
         agent = self.agent

@@ -28,7 +28,7 @@ from agent._hooks import _fan_out as fan_out
 from ._settings import InferenceSettings
 
 if TYPE_CHECKING:
-    from agent import Tool
+    from agent.tools import ToolLike
     from agent.providers import Provider
 
     from ._providers import AgentProviders
@@ -93,7 +93,7 @@ class DurableHooks:
 
     on_event: Hook | None = None
     instructions: Callable[[SessionContext], str] | None = None
-    tools: Callable[[SessionContext], Sequence[Tool]] | None = None
+    tools: Callable[[SessionContext], Sequence[ToolLike]] | None = None
     model_changed: Callable[[SessionContext, ModelChange], str | None] | None = None
     before_agent_loop: Hook | None = None
     before_turn: Hook | None = None

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from agent import Tool
+from agent.tools import ToolLike
 from agent.durable import (
     AgentProviders,
     DurableAgent,
@@ -41,7 +41,7 @@ def session(
     llm: Provider | None = None,
     *,
     id: str = "s1",
-    tools: Sequence[Tool] = (),
+    tools: Sequence[ToolLike] = (),
     providers: AgentProviders | None = None,
     **kwargs: Any,
 ) -> DurableAgent:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from agent import Tool
+from agent.errors import UserError
 from agent.durable import (
     Compact,
     DurableFeature,
@@ -15,7 +18,7 @@ from agent.durable import (
     Steer,
     merge_features,
 )
-from agent.providers import FunctionModel, ModelRequest, ScriptedModel, calls
+from agent.providers import FunctionModel, ModelRequest, ScriptedModel, calls, tool_results
 from tests.agent.durable.durablekit import echo_model, session, texts
 
 
@@ -61,6 +64,40 @@ async def test_state_is_read_at_every_turn_and_hooks_supersede_it() -> None:
     await agent.send("3")
     await agent.wait_for_idle()
     assert "Hooked for s1." in seen[2][0] and seen[2][1] == ["hooked"]
+
+
+async def test_plain_functions_are_tools_as_for_agent() -> None:
+    """DurableAgent(tools=) and the tools hook take what Agent(tools=) takes: a function is made a
+    tool from its signature and docstring, and called with the model's arguments."""
+
+    def lookup(order_id: str) -> str:
+        """Look an order up."""
+        return f"order {order_id}: shipped"
+
+    def weather(city: str) -> str:
+        """Tomorrow's weather."""
+        return f"{city}: rain"
+
+    seen: list[list[str]] = []
+    results: list[str] = []
+    script = iter([calls(("lookup", {"order_id": "42"})), "shipped", calls(("weather", {"city": "Oslo"})), "rain"])
+
+    def answer(request: ModelRequest) -> Any:
+        seen.append([t["name"] for t in request.tool_definitions()])
+        results.extend(r["content"] for r in tool_results(request)[len(results):])
+        return next(script)
+
+    model = FunctionModel(answer)
+    agent = session(llm=model, tools=[lookup])
+    await agent.send("where is 42?")
+    await agent.wait_for_idle()
+    agent.hooks.tools = lambda ctx: [weather]
+    await agent.send("weather?")
+    await agent.wait_for_idle()
+    assert seen == [["lookup"], ["lookup"], ["weather"], ["weather"]]
+    assert results == ["order 42: shipped", "Oslo: rain"]
+    with pytest.raises(UserError, match="durable agent s2: tools must be a list"):
+        session(id="s2", tools=lookup)  # type: ignore[arg-type]
 
 
 async def test_a_throwing_hook_falls_back_and_never_fails_the_run() -> None:
