@@ -49,6 +49,7 @@ from ._models import (
     SessionsReply,
     TurnReplyModel,
     TurnRequest,
+    refuse_in_ids,
 )
 from ._params import SessionId
 from ._recordings import recordings_router
@@ -167,6 +168,8 @@ def create_app(
         return JSONResponse(figures, status_code=503) if figures["status"] == "failed" else figures
 
     guard = bearer_guard(token)
+    if token is not None:
+        refuse_in_ids(token)
     app.include_router(recordings_router(get_recordings), dependencies=guard)
     if host is not None:
         app.include_router(_host_router(host, get_recordings), dependencies=guard)

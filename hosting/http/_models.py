@@ -22,9 +22,27 @@ NOT_A_SECRET = ("looks like a credential (an API key or a token): ids are stored
                 "given, so use one that is not a secret")
 
 
+#: the bearer tokens of the hosts this process serves (see :func:`refuse_in_ids`)
+_HOST_TOKENS: set[str] = set()
+
+
+def refuse_in_ids(token: str) -> None:
+    """Refuse session and turn ids holding ``token`` (a host's own bearer token, whatever it looks
+    like): such an id would be stored as the session's name, exported with its spans and listed."""
+    _HOST_TOKENS.add(token)
+
+
 def looks_like_credential(value: str) -> bool:
     """True when the default redaction policy would mask some of ``value`` (an id pasted from a key)."""
     return _CREDENTIALS.text(value) != value
+
+
+def _refuse_credential(what: str, value: str) -> None:
+    if any(token in value for token in _HOST_TOKENS):  # not quoted: nothing would mask it
+        raise ValueError(f"{what} holds this host's bearer token: ids are stored, logged and sent back "
+                         f"as given, so use one that is not a secret")
+    if looks_like_credential(value):
+        raise ValueError(f"{what} {quoted(value)} {NOT_A_SECRET}")
 
 
 def check_session_id(value: str) -> str:
@@ -35,8 +53,7 @@ def check_session_id(value: str) -> str:
     """
     if not _SESSION_ID.fullmatch(value):
         raise ValueError(f"session id {quoted(value)} must be {SESSION_ID_RULE}")
-    if looks_like_credential(value):
-        raise ValueError(f"session id {quoted(value)} {NOT_A_SECRET}")
+    _refuse_credential("session id", value)
     return value
 
 
@@ -52,8 +69,7 @@ def check_turn_id(value: str) -> str:
     """
     if any(unicodedata.category(c) in ("Cc", "Cs") for c in value):
         raise ValueError(f"turn id {quoted(value)} must be {TURN_ID_RULE}")
-    if looks_like_credential(value):  # it is stored as a key (turn.<turn_id>), never masked
-        raise ValueError(f"turn id {quoted(value)} {NOT_A_SECRET}")
+    _refuse_credential("turn id", value)  # it is stored as a key (turn.<turn_id>), never masked
     return value
 
 

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from agent.providers import FunctionModel
 from hosting import InMemorySessions, StandingAgent, create_app, standing_agent
 from hosting.gateway import Gateway, GatewaySettings, InMemoryAgents
+from hosting.http._models import _HOST_TOKENS
 from tests.hosting.hostkit import make_agent
 
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -171,3 +172,34 @@ async def test_the_texts_of_a_stored_agent_are_masked_like_its_prompt(client: ht
     assert stored is not None and key not in json.dumps(stored.definition())
     assert stored.name.startswith("Agent ") and stored.config.category == "[REDACTED]"
     await client.delete(f"/api/agents/{agent_id}")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(token=st.text(_ALNUM + "-", min_size=8, max_size=30).filter(lambda t: t[0].isalnum() and t not in "plain-session"),
+       around=st.sampled_from(["{}", "user-{}", "{}.2"]))
+async def test_the_hosts_own_token_is_refused_as_an_id_whatever_it_looks_like(
+        host: StandingAgent, gateway: Gateway, token: str, around: str) -> None:
+    """`serve --token letmein-please` and a session id 'letmein-please': the token was stored as the
+    session's name, exported with every span and listed to every client. (Session and turn ids;
+    a user id, a record name or a model name holding it is refused only when it looks like a key.)"""
+    app = create_app(host, gateway=gateway, close_host=False, token=token)
+    auth = {"Authorization": f"Bearer {token}"}
+    key = around.format(token)
+    try:
+        await _refused_as_ids(app, auth, key, token)
+    finally:
+        _HOST_TOKENS.discard(token)  # the registry is the process's: later tests' ids must not hold it
+    assert [s.session_id for s in await host.sessions.list()] == ["plain-session"]
+
+
+async def _refused_as_ids(app: Any, auth: dict[str, str], key: str, token: str) -> None:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://host", headers=auth) as c:
+        await c.post("/api/agents", json={"id": "helper", "name": "Helper"})
+        for method, path, body, field in _requests(key):
+            if field not in ("session_id", "turn_id"):
+                continue  # the other ids are refused by the default policy's patterns only
+            response = await c.request(method, path, json=body)
+            assert response.status_code == 422, (method, path, field, response.text)
+            assert "holds this host's bearer token" in response.json()["error"]["message"], (path, response.text)
+            assert token not in response.text, (path, response.text)
+        assert (await c.post("/v1/turns", json={"message": "hi", "session_id": "plain-session"})).status_code == 200
