@@ -68,12 +68,27 @@ def agent_factory(build: Callable[[Recorder], Agent], recorder: Recorder) -> Ses
     return make
 
 
-class DurableHost:
-    """The host's durable sessions: created on first use, continued after a restart."""
+#: how many idle durable sessions a host keeps loaded by default
+DEFAULT_MAX_LOADED = 1000
 
-    def __init__(self, factory: SessionFactory, persistence: SessionPersistence) -> None:
+
+class DurableHost:
+    """The host's durable sessions: created on first use, continued after a restart.
+
+    At most ``max_loaded`` sessions stay loaded once idle: when a session settles with more loaded,
+    the least recently used idle ones (nothing queued, running or owed) are closed and let go. A
+    session let go is loaded again from the persistence by its next message, as after a restart;
+    its listeners keep listening (they subscribe by id).
+    """
+
+    def __init__(self, factory: SessionFactory, persistence: SessionPersistence, *,
+                 max_loaded: int = DEFAULT_MAX_LOADED) -> None:
+        if max_loaded < 1:
+            raise ValueError(f"max_loaded must be at least 1, got {max_loaded}")
         self.factory = factory
         self.persistence = persistence
+        self.max_loaded = max_loaded
+        #: the loaded sessions, the least recently used first
         self.sessions: dict[str, DurableAgent] = {}
         self._index = PersistenceContext(INDEX_SESSION)
         self._index_lock = asyncio.Lock()
@@ -87,16 +102,18 @@ class DurableHost:
             raise DurableSessionError("the host is shutting down; send the message again once it is back")
         if session_id == INDEX_SESSION:
             raise DurableSessionError(f"session id {session_id!r} is reserved")
-        agent = self.sessions.get(session_id)
+        agent = self.sessions.pop(session_id, None)
         if agent is None:
-            agent = self.sessions[session_id] = self.factory(session_id, self.persistence)
+            agent = self.factory(session_id, self.persistence)
             agent.listeners.append(partial(self._publish, session_id))
+        self.sessions[session_id] = agent  # the most recently used, last
         return agent
 
     async def queue(self, session_id: str, queue: str, text: str, settings: InferenceSettings) -> str:
         """Steer or send: durable (index entry first, then the queue write) when this returns."""
-        agent = self.session(session_id)
+        self.session(session_id)  # refused here, before any write, when the host is closing
         async with self._index_lock:  # the entry and the message land before a settle can drop the entry
+            agent = self.session(session_id)  # (the one loaded now: an idle one may have been let go)
             await self.persistence.write_value(self._index, f"open.{session_id}", {"open": True})
             try:
                 if queue == "steering":
@@ -205,14 +222,47 @@ class DurableHost:
             task.add_done_callback(self._tasks.discard)
 
     async def _close_entry(self, session_id: str) -> None:
-        """Drop the index entry of a session that settled with nothing queued or owed."""
-        agent = self.sessions[session_id]
+        """Drop the index entry of a session that settled with nothing queued or owed; then let
+        go of idle sessions beyond ``max_loaded``."""
+        agent = self.sessions.get(session_id)
+        if agent is None:
+            return
         await agent.wait_for_idle()
         async with self._index_lock:
-            if agent.busy or agent.has_work() or agent.pending_calls or agent.queues["steering"] \
-                    or agent.queues["send"]:
+            if not _idle(agent):
                 return
             try:
                 await self.persistence.delete_value(self._index, f"open.{session_id}")
             except Exception:  # kept: the next restart starts it once more, which only loads
                 log.warning("could not drop the index entry of session %s", session_id, exc_info=True)
+                return
+            # chosen under the lock queue() takes: a message queued later finds the session gone
+            # and loads it anew; one queued before has made its session busy
+            chosen = self._idle_beyond_limit()
+        await self._let_go(chosen)
+
+    def _idle_beyond_limit(self) -> list[tuple[str, DurableAgent]]:
+        """The least recently used idle sessions while more than ``max_loaded`` are loaded,
+        removed from :attr:`sessions`."""
+        excess = len(self.sessions) - self.max_loaded
+        if excess <= 0 or self._closed:
+            return []
+        chosen = [(sid, a) for sid, a in self.sessions.items() if _idle(a)][:excess]
+        for sid, _ in chosen:
+            del self.sessions[sid]
+        return chosen
+
+    async def _let_go(self, chosen: list[tuple[str, DurableAgent]]) -> None:
+        for sid, agent in chosen:
+            try:
+                await agent.close()
+            except Exception:  # its tools failed to close: it is let go all the same
+                log.warning("closing idle durable session %s failed", sid, exc_info=True)
+        if chosen:
+            log.debug("let go of %d idle durable session(s); %d loaded", len(chosen), len(self.sessions))
+
+
+def _idle(agent: DurableAgent) -> bool:
+    """Nothing running, queued or owed: the session can be let go and loaded again later."""
+    return not (agent.busy or agent.has_work() or agent.pending_calls or agent.queues["steering"]
+                or agent.queues["send"])

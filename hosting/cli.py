@@ -190,10 +190,14 @@ def _postgres_sessions(dsn: str, schema: str, cache_mb: int, policy: RedactionPo
 @click.option("--durable/--no-durable", default=False, show_default=True,
               help="Also serve durable sessions of the same agent under /v1/durable (steer, send, abort, compact, "
                    "events), stored beside --sessions; unfinished ones continue after a restart.")
+@click.option("--durable-loaded", default=1000, show_default=True, type=click.IntRange(1),
+              help="Idle durable sessions kept loaded (with --durable); beyond it the least recently used are "
+                   "let go and loaded again from --sessions by their next message.")
 def serve_command(
     db: str, bind: str, port: int, token: str | None, durability: str, agent_spec: str, shape: str,
     sessions_spec: str, sessions_schema: str, max_active_sessions: int, session_cache_mb: int, on_concurrent: str,
     grace: float, request_timeout: float, host_id: str | None, with_gateway: bool, agents_seed: str | None, agents_store: str, durable: bool,
+    durable_loaded: int,
 ) -> None:
     """Start the standing-agent host: sessions, turns over HTTP, and the read API for recordings.
 
@@ -247,7 +251,7 @@ def serve_command(
                 err=True,
             )
 
-        durable_host = _durable_host(sessions_spec, store, build, recorder) if durable else None
+        durable_host = _durable_host(sessions_spec, store, build, recorder, durable_loaded) if durable else None
         serve(host, token=token, shutdown_grace=grace, sock=sock, on_started=started, log_level="warning",
               gateway=gateway, durable=durable_host, request_timeout=request_timeout)
         click.echo("footprint host stopped; sessions and recordings flushed.", err=True)
@@ -294,7 +298,8 @@ def _gateway(
                    max_active_sessions=max_active_sessions, seed_file=seed, host_id=host_id)
 
 
-def _durable_host(spec: str, store: Store, build: Callable[[Recorder], Agent], recorder: Recorder) -> Any:
+def _durable_host(spec: str, store: Store, build: Callable[[Recorder], Agent], recorder: Recorder,
+                  max_loaded: int) -> Any:
     """Durable sessions of the served agent, in the storage --sessions names (tables ``fp_durable_*``)."""
     from agent.durable import InMemoryPersistence, SessionPersistence
 
@@ -311,7 +316,7 @@ def _durable_host(spec: str, store: Store, build: Callable[[Recorder], Agent], r
         persistence = DuckDBPersistence(store, prefix="fp_durable", policy=policy)
     else:
         persistence = DuckDBPersistence(path=spec, prefix="fp_durable", policy=policy)
-    return DurableHost(agent_factory(build, recorder), persistence)
+    return DurableHost(agent_factory(build, recorder), persistence, max_loaded=max_loaded)
 
 
 def _host_id(port: int, db: str) -> str:
