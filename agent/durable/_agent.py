@@ -22,8 +22,8 @@ from typing import Any
 from agent import Agent, AgentEvent, ConversationMemory, Hooks, ModelSettings, RunResult, Tool
 from agent._loop import RunLoop
 from agent.errors import ProviderError
-from agent.tools import ToolLike, as_tools
 from agent.providers import ModelRequest, ModelResponse, Provider
+from agent.tools import ToolLike, as_tools
 from tracer import ContextItem, Item, ItemKind, Origin, OriginKind, Recorder
 
 from ._compaction import Compaction

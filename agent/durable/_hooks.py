@@ -28,8 +28,8 @@ from agent._hooks import _fan_out as fan_out
 from ._settings import InferenceSettings
 
 if TYPE_CHECKING:
-    from agent.tools import ToolLike
     from agent.providers import Provider
+    from agent.tools import ToolLike
 
     from ._providers import AgentProviders
 

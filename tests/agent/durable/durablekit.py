@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from agent.tools import ToolLike
 from agent.durable import (
     AgentProviders,
     DurableAgent,
@@ -16,6 +15,7 @@ from agent.durable import (
     SessionRecord,
 )
 from agent.providers import FunctionModel, ModelRequest, Provider
+from agent.tools import ToolLike
 
 T = TypeVar("T")
 

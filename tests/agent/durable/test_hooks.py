@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from agent import Tool
-from agent.errors import UserError
 from agent.durable import (
     Compact,
     DurableFeature,
@@ -18,6 +17,7 @@ from agent.durable import (
     Steer,
     merge_features,
 )
+from agent.errors import UserError
 from agent.providers import FunctionModel, ModelRequest, ScriptedModel, calls, tool_results
 from tests.agent.durable.durablekit import echo_model, session, texts
 
