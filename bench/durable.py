@@ -9,7 +9,14 @@ For each storage (in memory, DuckDB, and PostgreSQL when the server at 127.0.0.1
 
 Targets: bytes per turn independent of conversation length; start() at 10,000 records < 200 ms.
 
+With ``--host N``: a DurableHost serving N sessions (a message each, then a second message to the
+first session, which was let go), on DuckDB, once keeping at most 1,000 idle sessions loaded and
+once keeping all of them, each in its own process: the resident memory after, the sessions left
+loaded, and how long the first session's next turn took (let go under the limit: loaded again
+from the storage first).
+
     .venv/bin/python bench/durable.py [--turns 300] [--records 10000] [--only memory,duckdb,postgres]
+    .venv/bin/python bench/durable.py --host 5000
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -151,14 +159,67 @@ async def long_session(persistence: SessionPersistence, records: int) -> tuple[s
     return session_id, best * 1000
 
 
+async def many_sessions(count: int, max_loaded: int, path: str) -> dict[str, float]:
+    """A host serving ``count`` sessions of one message each, then the first one again."""
+    from agent.durable import InferenceSettings
+    from hosting import DurableHost
+    from hosting.sessions import DuckDBPersistence
+
+    def make(session_id: str, persistence: SessionPersistence) -> DurableAgent:
+        return agent_on(persistence, session_id)
+
+    durable = DurableHost(make, DuckDBPersistence(path=path), max_loaded=max_loaded)
+    began = time.perf_counter()
+    for n in range(count):
+        await durable.queue(f"chat-{n}", "send", f"hello {n}", InferenceSettings())
+        await durable.sessions[f"chat-{n}"].wait_for_idle()
+        if n % 1000 == 999:
+            print(f"  ... {n + 1:,} sessions", file=sys.stderr, flush=True)
+    await asyncio.gather(*list(durable._tasks))
+    per_session = (time.perf_counter() - began) / count
+    loaded = len(durable.sessions)
+    again = time.perf_counter()
+    await durable.queue("chat-0", "send", "and again", InferenceSettings())
+    await durable.sessions["chat-0"].wait_for_idle()
+    again_ms = (time.perf_counter() - again) * 1000
+    assert len(durable.sessions["chat-0"].history) == 4
+    with open("/proc/self/status") as status:
+        rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
+    await durable.close()
+    return {"per_session_ms": per_session * 1000, "loaded": loaded, "again_ms": again_ms, "rss_mb": rss / 1024}
+
+
+def host_sessions(count: int) -> None:
+    print(f"{'kept loaded':<12} {'sessions':>9} {'ms/session':>11} {'loaded':>7} {'RSS MB':>7} "
+          f"{'first session next turn':>24}")
+    for max_loaded in (1000, 10**9):
+        with tempfile.TemporaryDirectory() as tmp:
+            code = (f"import asyncio, json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+                    f"import durable as d; print(json.dumps(asyncio.run(d.many_sessions({count}, {max_loaded}, "
+                    f"{str(Path(tmp) / 'd.duckdb')!r}))))")
+            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                  cwd=Path(__file__).resolve().parent.parent)
+            figures = json.loads(done.stdout.strip().splitlines()[-1])
+        kept = "1,000" if max_loaded == 1000 else "all"
+        print(f"{kept:<12} {count:>9,} {figures['per_session_ms']:>11.2f} {figures['loaded']:>7,} "
+              f"{figures['rss_mb']:>7.0f} {figures['again_ms']:>13.1f} ms ({'let go' if max_loaded == 1000 else 'kept'})",
+              flush=True)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=300, help="round trips timed per storage")
     parser.add_argument("--records", type=int, default=10_000, help="records of the long session start() loads")
     parser.add_argument("--only", default="", help="comma-separated storages (memory,duckdb,postgres)")
+    parser.add_argument("--host", type=int, default=0, metavar="N",
+                        help="instead: a host serving N durable sessions, with and without the loaded limit")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
+    if args.host:
+        host_sessions(args.host)
+        print(f"Load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after.")
+        return
     schemas: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         found = storages(Path(tmp), schemas)
