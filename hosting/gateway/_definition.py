@@ -19,9 +19,9 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from tracer import RedactionPolicy
@@ -61,15 +61,26 @@ class _NoNul(BaseModel):
         return value
 
 
+def _not_a_bool(value: Any) -> Any:
+    # pydantic reads true as 1 and false as 0 for a number: maxToolCalls false stored 0 tool calls
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, not {str(value).lower()}")
+    return value
+
+
+#: a number field that refuses JSON's true and false (what ``Annotated[int, NOT_A_BOOL]`` adds)
+NOT_A_BOOL = BeforeValidator(_not_a_bool)
+
+
 class AgentConfig(_NoNul):
     """The config blob of a stored agent."""
 
     model_config = _WIRE
 
-    max_tokens: int = Field(8192, ge=1, le=1_000_000, description="The most tokens one answer may use.")
-    temperature: float = Field(0.7, ge=0.0, le=2.0, description="Sampling temperature, 0 to 2.")
-    max_turns: int = Field(25, ge=1, le=1_000, description="Model calls one turn may make.")
-    max_tool_calls: int = Field(200, ge=0, le=10_000, description="Tool calls one turn may make.")
+    max_tokens: Annotated[int, NOT_A_BOOL] = Field(8192, ge=1, le=1_000_000, description="The most tokens one answer may use.")
+    temperature: Annotated[float, NOT_A_BOOL] = Field(0.7, ge=0.0, le=2.0, description="Sampling temperature, 0 to 2.")
+    max_turns: Annotated[int, NOT_A_BOOL] = Field(25, ge=1, le=1_000, description="Model calls one turn may make.")
+    max_tool_calls: Annotated[int, NOT_A_BOOL] = Field(200, ge=0, le=10_000, description="Tool calls one turn may make.")
     tools: list[str] = Field(default_factory=list, max_length=500, description="Tool names from the host's registry.")
     tool_groups: list[str] = Field(default_factory=list, max_length=100,
                                    description="Tool groups; each adds its tools.")

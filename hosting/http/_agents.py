@@ -33,13 +33,15 @@ from tracer import run_to_dict
 from tracer.errors import quoted
 
 from ..gateway import AgentDefinition, Gateway, GatewayError
-from ..gateway._definition import ID_PATTERN
+from ..gateway._definition import ID_PATTERN, NOT_A_BOOL
 from ..gateway.errors import GatewayRequestError, MemoryRecordNotFoundError
 from ._errors import error_body
 from ._models import MAX_MESSAGE_CHARS, SessionIdText, TurnIdText, TurnReplyModel, UserIdText
 from ._params import Offset, UserId
 
 _DEFINITION_SCHEMA = AgentDefinition.model_json_schema(by_alias=True)
+#: what PATCH takes: any subset of the create fields (the merged definition is checked whole)
+_CHANGE_SCHEMA = {k: v for k, v in _DEFINITION_SCHEMA.items() if k != "required"}
 
 
 class AgentConfigModel(BaseModel):
@@ -127,7 +129,7 @@ class MemoryRecordBody(BaseModel):
 
     text: str = Field(..., max_length=4_000)
     status: str = Field("active", description="active | done | dropped (goals only)")
-    importance: float = Field(0.5, description="0 to 1 (memories: ranks them for relevance)")
+    importance: Annotated[float, NOT_A_BOOL] = Field(0.5, description="0 to 1 (memories: ranks them for relevance)")
 
 
 class MemoryRecordModel(BaseModel):
@@ -169,9 +171,9 @@ def mount_agents_api(app: FastAPI, gateway: Gateway, dependencies: list[Any]) ->
     app.add_exception_handler(PersonalMemoryError, memory_error)
 
 
-def _definition_body(description: str) -> dict[str, Any]:
+def _definition_body(description: str, schema: dict[str, Any] = _DEFINITION_SCHEMA) -> dict[str, Any]:
     return {"requestBody": {"required": True, "description": description,
-                            "content": {"application/json": {"schema": _DEFINITION_SCHEMA}}}}
+                            "content": {"application/json": {"schema": schema}}}}
 
 
 def agents_router(gateway: Gateway) -> APIRouter:
@@ -210,7 +212,7 @@ def agents_router(gateway: Gateway) -> APIRouter:
     @router.patch("/{agent_id}", response_model=AgentModel, summary="Change a stored agent's fields",
                   description="Any subset of the create fields; the merged definition is checked as a whole "
                               "and the agent's cached instance is dropped (running turns finish first).",
-                  openapi_extra=_definition_body("the fields to change"), responses=not_found)
+                  openapi_extra=_definition_body("the fields to change", _CHANGE_SCHEMA), responses=not_found)
     async def patch_agent(agent_id: str, body: dict[str, Any] = Body(...)) -> dict[str, Any]:  # noqa: B008
         return (await gateway.update(_checked_id(agent_id), body)).to_dict()
 

@@ -6,7 +6,9 @@ and a 5xx only for the host's own failures — never a traceback.
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 import sys
 from typing import Any
 
@@ -129,7 +131,13 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 404 and message == "Not Found":  # Starlette's, for a path no route has
             message = f"no route {request.method} {path}: the routes are listed in /openapi.json"
         elif exc.status_code == 405 and message == "Method Not Allowed":
-            message = f"{path} does not take {request.method}: /openapi.json lists the methods of each route"
+            allowed = _methods_of(request)
+            if allowed:  # Starlette's Allow names only the first route of the path that matched
+                headers = {k: v for k, v in headers.items() if k.lower() != "allow"}
+                headers["allow"] = ", ".join(allowed)
+                message = f"{path} does not take {request.method}; it takes {', '.join(allowed)}"
+            else:
+                message = f"{path} does not take {request.method}: /openapi.json lists the methods of each route"
         return JSONResponse(error_body(code, message), status_code=exc.status_code, headers=headers)
 
     for kind in (TurnRefusedError, VersionConflictError, UnreadableEnvelopeError, SessionStoreError, NotFoundError,
@@ -137,6 +145,35 @@ def install_error_handlers(app: FastAPI) -> None:
         app.add_exception_handler(kind, _footprint_error)
 
     app.add_middleware(InternalErrorMiddleware)
+
+
+def _methods_of(request: Request) -> list[str]:
+    """Every method the app's OpenAPI schema lists for the request's path, sorted (Starlette's
+    Allow header names only those of the first route that matched the path)."""
+    try:
+        paths = request.app.openapi().get("paths", {})
+    except Exception:  # no schema to read: the message points to /openapi.json instead
+        return []
+    path = request.scope.get("path", "")
+    matching = [(template.count("{"), operations) for template, operations in paths.items()
+                if _route_pattern(template).fullmatch(path)]
+    if not matching:
+        return []
+    fewest = min(count for count, _ in matching)  # /api/agents/resync is not /api/agents/{agent_id}
+    return sorted({method.upper() for count, operations in matching if count == fewest
+                   for method in operations if method in _HTTP_METHODS})
+
+
+_HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
+
+
+@functools.lru_cache(maxsize=256)
+def _route_pattern(template: str) -> re.Pattern[str]:
+    """``/v1/sessions/{session_id}`` as a pattern of the paths it serves (``{p:path}`` takes slashes)."""
+    parts = re.split(r"(\{[^}]+\})", template)
+    return re.compile("".join(
+        ("(.+)" if part.endswith(":path}") else "([^/]+)") if part.startswith("{") else re.escape(part)
+        for part in parts))
 
 
 #: pydantic's error types for a body that is missing or is not a JSON object (not a field's error)

@@ -50,6 +50,10 @@ async def test_create_read_list_patch_delete(client: httpx.AsyncClient, gateway:
         ({**NEW, "temperature": 3}, 422, "invalid_agent", "temperature", "less than or equal to 2"),
         ({**NEW, "maxTurns": 0}, 422, "invalid_agent", "maxTurns", "greater than or equal to 1"),
         ({**NEW, "maxToolCalls": "many"}, 422, "invalid_agent", "maxToolCalls", "valid integer"),
+        # JSON's false read as 0 (found by schemathesis): maxToolCalls false stored an agent with no tool calls
+        ({**NEW, "maxToolCalls": False}, 422, "invalid_agent", "maxToolCalls", "must be a number, not false"),
+        ({**NEW, "maxTokens": True}, 422, "invalid_agent", "maxTokens", "must be a number, not true"),
+        ({**NEW, "temperature": False}, 422, "invalid_agent", "temperature", "must be a number, not false"),
         ({**NEW, "tools": ["lookup", "nope"]}, 422, "invalid_agent", "tools[1]", "no tool 'nope' is registered"),
         ({**NEW, "tools": ["bad name!"]}, 422, "invalid_agent", "tools", "must be 1-64 ASCII letters"),
         ({**NEW, "toolGroups": ["web"]}, 422, "invalid_agent", "toolGroups[0]", "no tool group or category 'web'; known: files"),
@@ -228,3 +232,22 @@ async def test_a_nul_character_is_refused_for_every_store(client: httpx.AsyncCli
 
     assert response.status_code == 422
     assert error_of(response)["field"] == "systemPrompt" and "NUL" in error_of(response)["message"]
+
+
+async def test_the_schema_of_a_change_requires_no_field(client: httpx.AsyncClient) -> None:
+    """PATCH takes any subset of the fields: its published body schema said `name` was required."""
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    create = paths["/api/agents"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    change = paths["/api/agents/{agent_id}"]["patch"]["requestBody"]["content"]["application/json"]["schema"]
+    assert "name" in create["required"] and "required" not in change
+    assert change["properties"] == create["properties"]
+
+
+async def test_a_405_lists_the_methods_of_the_concrete_path_not_of_a_template_it_also_fits(
+        client: httpx.AsyncClient) -> None:
+    """/api/agents/resync fits /api/agents/{agent_id} too; OpenAPI means the concrete path."""
+    resync = await client.options("/api/agents/resync")
+    assert resync.status_code == 405 and resync.headers["allow"] == "POST", resync.headers
+    one = await client.put("/api/agents/research")
+    assert one.status_code == 405 and one.headers["allow"] == "DELETE, GET, PATCH", one.headers
+    assert error_of(one)["message"] == "/api/agents/research does not take PUT; it takes DELETE, GET, PATCH"

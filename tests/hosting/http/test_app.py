@@ -459,4 +459,8 @@ async def test_an_unknown_route_or_method_is_named_in_the_error(client: httpx.As
     assert missing.json()["error"]["message"] == f"no route GET /v1/nowhere/{segment}: the routes are listed in /openapi.json"
     wrong = await client.put("/v1/turns", headers=AUTH)
     assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
-    assert wrong.json()["error"]["message"].startswith("/v1/turns does not take PUT")
+    assert wrong.json()["error"]["message"] == "/v1/turns does not take PUT; it takes POST"
+    # a path two routes share: the Allow header (and the message) name both (Starlette's named the first)
+    shared = await client.options(f"/v1/sessions/{segment}", headers=AUTH)
+    assert shared.status_code == 405 and shared.headers["allow"] == "DELETE, GET", shared.headers
+    assert shared.json()["error"]["message"].endswith("does not take OPTIONS; it takes DELETE, GET")
