@@ -25,7 +25,7 @@ from agent.durable import (
     SessionPersistence,
     Settled,
 )
-from agent.durable.errors import DurableError
+from agent.durable.errors import DurableError, SettingsError
 from tracer import Recorder
 
 from .errors import HostingError
@@ -119,6 +119,8 @@ class DurableHost:
                 if queue == "steering":
                     return await agent.steer(text, settings)
                 return await agent.send(text, settings)
+            except SettingsError:
+                raise  # the client's mistake (an unknown setting or provider): a 422, not a 503
             except DurableError as exc:
                 raise DurableSessionError(f"session {session_id}: {exc}") from exc
 

@@ -231,6 +231,11 @@ class DurableAgent:
         if unknown:
             raise SettingsError(f"unknown setting(s) {', '.join(sorted(unknown))}")
         chosen = InferenceSettings(**given).over(settings or InferenceSettings())
+        if chosen.provider is not None and self.providers.get(chosen.provider) is None:
+            # refused before it is stored: queued, it stayed in effect and every later turn (and a
+            # compaction) failed on a provider that is not there
+            raise SettingsError(f"provider {chosen.provider!r} is not registered in this session's "
+                                f"providers (registered: {', '.join(self.providers.ids()) or 'none'})")
         message = QueuedMessage(self.journal.new_key(queue), queue, text, chosen, time.time())
         await self.journal.enqueue(message)
         if all(m.key != message.key for m in self.queues[queue]):  # a load may have read it already

@@ -107,17 +107,36 @@ async def test_a_reset_without_a_handoff_starts_empty() -> None:
     assert [ci.text for ci in seen_b[0].context if ci.item.kind in ("user", "assistant", "system")] == ["new"]
 
 
-async def test_an_unregistered_provider_resets_and_fails_the_turn_naming_it() -> None:
+async def test_a_message_naming_an_unregistered_provider_is_refused_before_it_is_stored() -> None:
+    """It was queued: the setting then stayed in effect, and every later turn and a compaction
+    failed on the missing provider (the host answered POST .../compact with 502)."""
+    providers, _, _, _ = registry()
+    persistence = InMemoryPersistence()
+    agent = session(persistence, providers=providers, provider="a")
+    await agent.send("first")
+    await agent.wait_for_idle()
+    with pytest.raises(SettingsError, match=r"provider 'ghost' is not registered .*\(registered: a, b, c\)"):
+        await agent.send("to nowhere", provider="ghost")
+    assert agent.queued() == {"steering": [], "send": []}
+    await agent.send("still here")
+    await agent.wait_for_idle()
+    assert [t for t in texts(agent) if t[0] == "user"] == [("user", "first"), ("user", "still here")]
+    reloaded = session(persistence, providers=providers, provider="a")
+    reloaded.start()
+    await reloaded.wait_for_idle()
+    assert "to nowhere" not in [t[1] for t in texts(reloaded)]
+
+
+async def test_a_session_whose_provider_is_not_registered_fails_the_turn_naming_it() -> None:
+    """A session's own default (or a setting stored before its provider left the registry)."""
     providers, _, _, _ = registry()
     done: list[TurnDone] = []
-    agent = session(providers=providers, provider="a")
+    agent = session(providers=providers, provider="ghost")
     agent.listeners.append(lambda e: done.append(e) if isinstance(e, TurnDone) else None)
-    await agent.send("first")
-    await agent.send("to nowhere", provider="ghost")
+    await agent.send("to nowhere")
     await agent.wait_for_idle()
     assert done[-1].state == "failed"
     assert "provider 'ghost' is not registered" in (done[-1].error or "")
-    assert texts(agent)[0] == ("user", "to nowhere")  # the history was reset
     assert texts(agent)[-1][1].startswith("The last turn failed: ")
 
 
