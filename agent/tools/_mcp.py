@@ -11,6 +11,11 @@ dies, times out or answers nonsense fails that call with an error naming the ser
 its stderr is kept on the connection (:meth:`MCPConnection.stderr_tail`), never sent to the model.
 Each call records ``mcp_server`` and ``mcp_tool`` on its tool stage. Neither the server's ``env``
 nor the HTTP ``headers`` are recorded anywhere: they live only on the connection object.
+
+The SDK's client lives in a task of the connection's own (:meth:`MCPConnection._serve`): the SDK's
+task groups cancel the task that entered them when a transport task fails, and that must never be
+the agent's run. A tool that runs only as a task (``taskSupport: "required"``) is left out: the
+SDK's client makes plain calls only.
 """
 
 from __future__ import annotations
@@ -22,9 +27,9 @@ import json
 import logging
 import re
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from tracer import RedactionPolicy
 
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
     from mcp_types import Tool as MCPToolDefinition
 
 _log = logging.getLogger("footprint.agent.mcp")
+_T = TypeVar("_T")
 _VALID_NAME = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 _CREDENTIALS = RedactionPolicy()
 #: how much of the server's stderr a connection keeps (for :meth:`MCPConnection.stderr_tail`)
@@ -138,7 +144,10 @@ class MCPConnection:
         self._stderr = stderr
         self._client: Client | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._failure: str | None = None
+        self._runner: asyncio.Task[None] | None = None  # holds the SDK's client open (see _serve)
+        self._closing = asyncio.Event()
+        self._lost: BaseException | None = None  # why the runner ended before it was asked to
+        self._lost_during: str | None = None  # the call that found the connection lost
         self._refusal: str | None = None  # an HTTP server's last error status, for the messages
         #: the server's tools as footprint tools (filled when the connection opens)
         self.tools: list[Tool] = []
@@ -200,12 +209,19 @@ class MCPConnection:
         if self._client is not None:
             raise UserError(f"MCP server {self.name}: the connection is already open")
         client = mcp.Client(self._transport, read_timeout_seconds=self.timeout)
+        loop = asyncio.get_running_loop()
+        opened: asyncio.Future[None] = loop.create_future()
+        self._closing, self._lost, self._lost_during = asyncio.Event(), None, None
+        runner = asyncio.create_task(self._serve(client, opened), name=f"MCP server {self.name}")
         try:
             async with asyncio.timeout(self.timeout):
-                await client.__aenter__()
-        except Exception as exc:
-            raise UserError(self._start_failure(exc)) from None
-        self._client, self._loop, self._failure = client, asyncio.get_running_loop(), None
+                await opened
+        except BaseException as exc:
+            await _stopped(runner, cancel=True)
+            if isinstance(exc, Exception):
+                raise UserError(self._start_failure(exc)) from None
+            raise
+        self._client, self._loop, self._runner = client, loop, runner
         try:
             self.tools = await self._list_tools()
         except BaseException:
@@ -213,11 +229,31 @@ class MCPConnection:
             raise
         return self
 
+    async def _serve(self, client: Client, opened: asyncio.Future[None]) -> None:
+        """Hold the SDK's client open until the connection closes (the runner task's body). An
+        HTTP request to a server that has gone fails the SDK's task group, which cancels this task,
+        not the caller's; calls waiting then fail (:meth:`_while_connected`)."""
+        try:
+            async with client:
+                if not opened.done():
+                    opened.set_result(None)
+                await self._closing.wait()
+        except Exception as exc:
+            if not opened.done():
+                opened.set_exception(exc)
+            elif not self._closing.is_set():
+                self._lost = _cause(exc)
+                _log.warning("MCP server %s: the connection was lost: %s", self.name,
+                             _CREDENTIALS.text(f"{type(self._lost).__name__}: {message_of(self._lost)}"))
+        finally:
+            if not opened.done():  # (cancelled before it opened: __aenter__ must not wait on)
+                opened.set_exception(ConnectionError("the connection's task ended before it opened"))
+
     async def __aexit__(self, *exc_info: object) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                await client.__aexit__(None, None, None)
+        runner, self._runner, self._client = self._runner, None, None
+        if runner is not None:
+            self._closing.set()
+            await _stopped(runner)
         if self._stderr is not None:
             tail = self.stderr_tail()
             if tail.strip():
@@ -253,6 +289,16 @@ class MCPConnection:
                                 f"(it offers {sorted(offered)})")
         chosen = [t for t in listed if (self.include is None or t.name in self.include)
                   and t.name not in self.exclude]
+        # A tool that runs only as a task (taskSupport "required") refuses a plain tools/call, and
+        # the SDK's client makes no other: offered, every call of it would fail.
+        tasks_only = [t for t in chosen if t.execution is not None and t.execution.task_support == "required"]
+        for definition in tasks_only:
+            if self.include is not None:
+                raise UserError(f"MCP server {self.name}: include names {definition.name!r}, which only runs "
+                                f"as a task (taskSupport 'required'); footprint calls MCP tools plainly")
+            _log.warning("MCP server %s: left out its tool %r, which only runs as a task (taskSupport "
+                         "'required'); footprint calls MCP tools plainly", self.name, definition.name)
+        chosen = [t for t in chosen if t not in tasks_only]
         tools: list[Tool] = []
         by_name: dict[str, str] = {}
         for definition in chosen:
@@ -268,6 +314,9 @@ class MCPConnection:
         mcp_name = definition.name
         schema = dict(definition.input_schema or {})
         schema.setdefault("type", "object")
+        # the dialect (the TypeScript SDK's servers declare draft-07) says nothing of the arguments,
+        # and some OpenAI-compatible gateways refuse parameters that hold it
+        schema.pop("$schema", None)
         description = definition.description or definition.title or mcp_name
 
         async def execute(arguments: dict[str, Any], context: ToolContext) -> str:
@@ -285,8 +334,8 @@ class MCPConnection:
         client = self._client
         if client is None:
             raise ToolError(f"MCP server {self.name} is not connected (its `async with` block has ended)")
-        if self._failure is not None:
-            raise ToolError(self._failure)
+        if self._lost_during is not None or self._runner is None or self._runner.done():
+            raise self._gone(mcp_name, during=False)
         if asyncio.get_running_loop() is not self._loop:
             raise ToolError(f"MCP server {self.name} was connected on another event loop; run the agent "
                             f"inside the `async with` block that opened it")
@@ -294,18 +343,17 @@ class MCPConnection:
 
         self._refusal = None
         try:
-            result = await client.call_tool(mcp_name, arguments, read_timeout_seconds=self.timeout)
+            result = await self._while_connected(
+                client.call_tool(mcp_name, arguments, read_timeout_seconds=self.timeout))
+        except _ConnectionLost:
+            raise self._gone(mcp_name) from None
         except MCPError as exc:
             text = message_of(exc)
             if "timed out" in text:
                 raise ToolTimeoutError(f"MCP server {self.name}: {mcp_name} did not finish within "
                                        f"{self.timeout:g} s") from None
             if "Connection closed" in text:
-                self._failure = f"MCP server {self.name} is gone (the connection closed); restart it to call " \
-                                f"its tools again"
-                _log.warning("MCP server %s closed the connection during %s", self.name, mcp_name)
-                raise ToolError(f"MCP server {self.name} closed the connection during {mcp_name} "
-                                f"(it may have crashed)") from None
+                raise self._gone(mcp_name) from None
             refusal = f" ({_CREDENTIALS.text(self._refusal)})" if self._refusal else ""
             raise ToolError(f"MCP server {self.name}: {mcp_name} failed: {text}{refusal}") from None
         except Exception as exc:  # an answer the SDK could not read, a transport error ...
@@ -316,3 +364,56 @@ class MCPConnection:
         if result.is_error:
             raise ToolReportedError(f"Error: {text}" if text else f"Error: {mcp_name} failed (no message)")
         return text
+
+    async def _while_connected(self, call: Coroutine[Any, Any, _T]) -> _T:
+        """``call``'s result, or :class:`_ConnectionLost` as soon as the connection's runner ends
+        (the SDK may leave a call to a lost server waiting until its timeout)."""
+        assert self._runner is not None
+        task = asyncio.ensure_future(call)
+        try:
+            await asyncio.wait((task, self._runner), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not task.done():
+                task.cancel()
+                task.add_done_callback(_retrieved)
+        if task.done():
+            return task.result()
+        raise _ConnectionLost
+
+    def _gone(self, mcp_name: str, *, during: bool = True) -> ToolError:
+        """The error of a call the lost connection failed (``during`` it) or refused; once one
+        has failed, every later call is refused. It says why when the SDK has said (an HTTP
+        request's error may come after the first call has failed)."""
+        if self._closing.is_set():
+            return ToolError(f"MCP server {self.name}: its connection was closed during {mcp_name} "
+                             f"(its `async with` block ended)")
+        lost = self._lost
+        why = f": {_CREDENTIALS.text(f'{type(lost).__name__}: {message_of(lost)}')}" if lost else ""
+        if not during:
+            when = f" during {self._lost_during}" if self._lost_during else ""
+            return ToolError(f"MCP server {self.name} is gone (the connection closed{when}{why}); restart it "
+                             f"to call its tools again")
+        self._lost_during = mcp_name
+        _log.warning("MCP server %s closed the connection during %s", self.name, mcp_name)
+        return ToolError(f"MCP server {self.name} closed the connection during {mcp_name} "
+                         f"(it may have crashed){why}")
+
+
+class _ConnectionLost(Exception):
+    """The connection's runner ended while a call waited."""
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Mark a dropped call's outcome as seen (asyncio logs an exception no one retrieved)."""
+    if not task.cancelled():
+        task.exception()
+
+
+async def _stopped(runner: asyncio.Task[None], *, cancel: bool = False) -> None:
+    """``runner`` ended, cancelled first when ``cancel`` (it has not opened). A closing runner is
+    never cancelled: the SDK's stdio shutdown (stdin closed, then terminate, then kill: seconds)
+    is shielded from anyio's cancellation, not a task's, and cut short leaves the server running."""
+    if cancel:
+        runner.cancel()
+    await asyncio.wait((runner,))
+    _retrieved(runner)

@@ -8,6 +8,8 @@ through a real server unchanged.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -32,7 +34,7 @@ from mcp_types import (
 )
 
 from agent import Agent
-from agent.errors import UserError
+from agent.errors import ToolError, UserError
 from agent.providers import ScriptedModel, calls, tool_results
 from agent.tools import MCPConnection
 from agent.tools._mcp import result_text, tool_name
@@ -192,6 +194,16 @@ async def test_calls_after_the_block_ends_fail_clearly(server_file: Path) -> Non
     assert result.status == "answered" and late["is_error"] and "not connected" in late["content"]
 
 
+async def test_a_call_running_when_the_block_ends_says_so(server_file: Path) -> None:
+    # it was told the server "may have crashed" (and a warning logged): closing looked like a crash
+    async with _connect(server_file) as conn:
+        running = asyncio.create_task(conn.call("slow", {"seconds": 30}))
+        await asyncio.sleep(0.5)
+    with pytest.raises(ToolError, match=r"MCP server demo: its connection was closed during slow \(its `async with` "
+                                        r"block ended\)"):
+        await running
+
+
 async def test_a_server_that_fails_to_start_names_itself_and_its_stderr(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("import sys\nprint('cannot open config', file=sys.stderr)\nsys.exit(2)\n")
@@ -226,6 +238,137 @@ def _schema_server(tmp_path: Path, schemas: list[dict[str, object]]) -> Path:
         anyio.run(main)
     '''))
     return path
+
+
+async def test_the_dialect_a_schema_declares_is_not_sent_to_the_model(tmp_path: Path) -> None:
+    # the TypeScript SDK's servers (server-filesystem, -memory, -everything) put "$schema" (draft-07)
+    # at the top of every tool's parameters; it says nothing of the arguments, and some
+    # OpenAI-compatible gateways refuse a function's parameters holding it
+    declared = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+                "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    path = _schema_server(tmp_path, [declared])
+    async with MCPConnection.stdio("files", sys.executable, [str(path)]) as conn:
+        [tool] = conn.tools
+        assert tool.parameters == {k: v for k, v in declared.items() if k != "$schema"}
+        assert await conn.call("t0", {"path": "a"}) == '{"path": "a"}'
+
+
+AS_2025_SERVER = """
+# A 2025-era server, as the TypeScript SDK's are: the 2026 probe (server/discover) is answered
+# "method not found", so the client falls back to the initialize handshake (fd 0 becomes a pipe
+# fed by a thread that answers the probe and passes the rest on)
+import json, os, sys, threading
+_client_in, _client_out = os.dup(0), os.fdopen(os.dup(1), "w", encoding="utf-8")
+_inner, _outer = os.pipe()
+os.dup2(_inner, 0)
+os.close(_inner)
+
+def _forward():
+    with open(_client_in, encoding="utf-8") as requests, open(_outer, "w", encoding="utf-8") as server:
+        for line in requests:
+            message = json.loads(line)
+            if message.get("method") == "server/discover":
+                error = {"code": -32601, "message": "Method not found"}
+                _client_out.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}) + "\\n")
+                _client_out.flush()
+            else:
+                server.write(line)
+                server.flush()
+
+threading.Thread(target=_forward, daemon=True).start()
+"""
+
+TASK_SERVER = AS_2025_SERVER + """
+import anyio
+import mcp_types as types
+from mcp import MCPError
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+def tool(name, support):
+    execution = None if support is None else types.ToolExecution(task_support=support)
+    return types.Tool(name=name, input_schema={"type": "object"}, execution=execution)
+
+async def list_tools(ctx, params):
+    return types.ListToolsResult(tools=[tool("plain", None), tool("either", "optional"),
+                                        tool("research", "required")])
+
+async def call_tool(ctx, params):
+    if params.name == "research":  # what a server that needs task augmentation answers
+        raise MCPError(-32601, "Tool research requires task augmentation (taskSupport: 'required')")
+    return types.CallToolResult(content=[types.TextContent(type="text", text=params.name + " ran")])
+
+server = Server("tasks", on_list_tools=list_tools, on_call_tool=call_tool)
+
+async def main():
+    async with stdio_server() as (r, w):
+        await server.run(r, w, server.create_initialization_options())
+
+anyio.run(main)
+"""
+
+
+async def test_a_tool_that_must_run_as_a_task_is_not_offered(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # server-everything's simulate-research-query declares taskSupport 'required'; the SDK's client
+    # cannot make task-augmented calls, so the model was offered a tool every call of which failed
+    path = tmp_path / "tasks.py"
+    path.write_text(TASK_SERVER)
+    async with MCPConnection.stdio("tasks", sys.executable, [str(path)]) as conn:
+        assert [t.name for t in conn.tools] == ["plain", "either"]
+        assert await conn.call("either", {}) == "either ran"
+    assert "MCP server tasks: left out its tool 'research'" in caplog.text
+    with pytest.raises(UserError, match=r"MCP server tasks: include names 'research', which only runs as a task"):
+        async with MCPConnection.stdio("tasks", sys.executable, [str(path)], include=["plain", "research"]):
+            pass
+
+
+ASKING_SERVER = AS_2025_SERVER + """
+import mcp_types as types
+from pydantic import BaseModel
+from mcp.server.mcpserver import Context, MCPServer
+
+app = MCPServer("asks")
+
+class Name(BaseModel):
+    name: str
+
+@app.tool()
+async def ask(ctx: Context) -> str:
+    \"\"\"Asks the client back before it answers.\"\"\"
+    await ctx.info("starting")
+    await ctx.report_progress(1, 4, "asking")
+    asks = {
+        "sampling": lambda: ctx.session.create_message(max_tokens=5, messages=[
+            types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hi"))]),
+        "elicitation": lambda: ctx.elicit("your name?", Name),
+        "roots": lambda: ctx.session.list_roots(),
+    }
+    answers = []
+    for what, ask in asks.items():
+        try:
+            answers.append(f"{what}: {await ask()}")
+        except Exception as exc:
+            answers.append(f"{what}: {type(exc).__name__}: {exc}")
+    await ctx.report_progress(4, 4, "done")
+    return "\\n".join(answers)
+
+app.run()
+"""
+
+
+async def test_requests_a_server_sends_back_are_declined_without_a_hang(tmp_path: Path) -> None:
+    path = tmp_path / "asks.py"
+    path.write_text(ASKING_SERVER)
+    model = ScriptedModel([calls(("ask", {})), calls(("ask", {})), "done"])
+    async with asyncio.timeout(30), MCPConnection.stdio("asks", sys.executable, [str(path)], timeout=10) as conn:
+        result = await Agent("asks", provider=model, tools=conn.tools).run("go")
+    assert result.status == "answered", result.error
+    for request in model.requests[1:]:
+        answer = tool_results(request)[-1]
+        assert not answer["is_error"]
+        assert answer["content"].splitlines() == [
+            "sampling: MCPError: Sampling not supported", "elicitation: MCPError: Elicitation not supported",
+            "roots: MCPError: List roots not supported"]
 
 
 leaf = st.sampled_from([{"type": "string"}, {"type": "integer"}, {"type": "boolean"},
@@ -324,18 +467,17 @@ uvicorn.run(guarded, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning
 '''
 
 
-@pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[str]:
-    """A streamable-HTTP MCP server on a free loopback port that wants ``Bearer SECRET``; its URL."""
+@contextlib.contextmanager
+def _http_server(path: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The MCP HTTP server ``path`` started on a free loopback port (its port is its first
+    argument): its URL and process."""
     import socket
     import time
 
-    path = tmp_path / "web.py"
-    path.write_text(HTTP_SERVER)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(path), str(port), SECRET], stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, str(path), str(port), *args], stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -346,10 +488,19 @@ def http_server(tmp_path: Path) -> Iterator[str]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"the MCP HTTP server did not start: {proc.stderr.read()!r}") from None
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", proc
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[str]:
+    """A streamable-HTTP MCP server on a free loopback port that wants ``Bearer SECRET``; its URL."""
+    path = tmp_path / "web.py"
+    path.write_text(HTTP_SERVER)
+    with _http_server(path, SECRET) as (url, _):
+        yield url
 
 
 async def test_an_http_server_with_a_bearer_token_serves_a_recorded_agent(http_server: str, tmp_path: Path) -> None:
@@ -377,3 +528,26 @@ async def test_an_http_server_that_refuses_the_token_is_a_clear_error(http_serve
     assert "HTTP 401 Unauthorized from http://127.0.0.1:" in str(caught.value)
     assert "TaskGroup" not in str(caught.value)  # the cause, not the SDK's task group
     assert SECRET not in str(caught.value)
+
+
+async def test_an_http_server_that_goes_away_fails_the_call_not_the_task_that_opened_it(tmp_path: Path) -> None:
+    # The SDK runs its HTTP requests in a task group entered by whoever opened the connection: a
+    # request to a server that had gone (ConnectError) cancelled that task, so the agent's run
+    # ended in CancelledError instead of showing the model an error
+    path = tmp_path / "web.py"
+    path.write_text(HTTP_SERVER)
+    model = ScriptedModel([calls(("add", {"a": 1, "b": 2})), calls(("add", {"a": 2, "b": 2})),
+                           calls(("add", {"a": 3, "b": 3})), "done"])
+    with _http_server(path, SECRET) as (url, proc):
+        async with asyncio.timeout(60), MCPConnection.http(
+                "web", url, headers={"Authorization": f"Bearer {SECRET}"}, timeout=10) as conn:
+            assert await conn.call("add", {"a": 1, "b": 1}) == "2"
+            proc.kill()
+            proc.wait(10)
+            result = await Agent("web", provider=model, tools=conn.tools).run("go")
+            await asyncio.sleep(0.2)  # the task that opened the connection is not cancelled either
+    assert result.status == "answered", result.error
+    gone = [tool_results(r)[-1] for r in model.requests[1:]]
+    assert all(r["is_error"] and "MCP server web" in r["content"] for r in gone), gone
+    assert "MCP server web is gone" in gone[-1]["content"]
+    assert SECRET not in json.dumps(gone)
