@@ -33,6 +33,8 @@ DEFAULT_KEYS = ("api_key", "apikey", "password", "passwd", "passphrase", "secret
 # the value of a 'name=value' or 'name: value' secret: inside its quotes, if quoted; unless masked already
 _SECRET_VALUE = r"[\"']?(?P<secret>(?!\[REDACTED\])(?:(?<=\")[^\"]*|(?<=')[^']*|(?<![\"'])[^\s\"',;&{}\[\]][^\s\"',;&]*))"
 
+_CREDENTIAL_LIKE = r"(?P<secret>(?!\[REDACTED\])(?=[A-Za-z0-9+/=._~\-]{8})[^\s\"'\\,;&{}\[\]][^\s\"'\\,;&]*)"
+
 DEFAULT_PATTERNS = (
     r"sk-[A-Za-z0-9_\-]{16,}",  # OpenAI-style secret keys
     r"(?i)bearer\s+[A-Za-z0-9._\-]{16,}",  # bearer tokens
@@ -61,6 +63,12 @@ DEFAULT_PATTERNS = (
     # each starts with a literal the guard looks for: see _literal_guards)
     *(rf"(?i){name}[\"']?\s*[=:]\s*" + _SECRET_VALUE for name in ("api_key", "api-key", "apikey")),
     r"(?i)secret(?:[_\-]?key)?[\"']?\s*[=:]\s*" + _SECRET_VALUE,
+    # a credential given as an environment variable, as a tool's env dump prints them
+    # ('AWS_SECRET_ACCESS_KEY=...', 'HF_TOKEN=...', 'NPM_TOKEN="..."', 'STRIPE_KEY=...'), or an OAuth
+    # token in a URL query ('?access_token=...'): only a value that looks like one (8 or more
+    # characters of a token's alphabet: 'SORT_KEY=name' is kept), the name kept
+    *(rf"{suffix}[\"']?\s*=\s*[\"']?" + _CREDENTIAL_LIKE for suffix in ("_TOKEN", "_KEY", "_SECRET", "_PAT")),
+    *(rf"(?i){name}=" + _CREDENTIAL_LIKE for name in ("access_token", "refresh_token", "id_token")),
     # an HTTP Authorization (or Proxy-Authorization) header's credentials in text ('Authorization:
     # Basic dXNl...', "{'authorization': 'Token ...'}"): the scheme is kept, the credentials masked
     # (up to a quote, a backslash or a separator: a JSON text escaping the header's quotes stays JSON)

@@ -346,6 +346,7 @@ def _find_space(text: str, low: int, high: int) -> int:
 def _outside_secrets(text: str, end: int, start: int, policy: RedactionPolicy) -> tuple[int, int]:
     """``end`` moved back before, ``start`` ahead past, every secret they fall inside."""
     patterns = _secret_patterns(policy.patterns, policy.keys)
+    key_field = patterns[-1] if policy.keys else None
     for _ in range(8):  # a moved point may land in another secret: until they rest
         moved = False
         for point_is_end, point in ((True, end), (False, start)):
@@ -354,6 +355,8 @@ def _outside_secrets(text: str, end: int, start: int, policy: RedactionPolicy) -
             for pattern in patterns:
                 for match in pattern.finditer(window):
                     s, e = match.start() + low, _value_end(text, match.end() + low)
+                    if pattern is key_field:  # the key's own start: db_password, x-api-key
+                        s = _word_start(text, s)
                     if s < point < e:
                         point = s if point_is_end else e
                         moved = True
@@ -373,10 +376,20 @@ def _secret_patterns(patterns: tuple[str, ...], keys: tuple[str, ...]) -> tuple[
     spellings = {s for key in keys for s in _spellings(key)}
     if spellings:
         names = "|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True))
+        # from the sensitive spelling on (a leading [\w-]* made the search quadratic in a long
+        # run of letters: a 30,000-character token took minutes); the key's start is found after
         compiled.append(re.compile(
-            rf"(?i)[\w\-]*(?:{names})\\?[\"']?\s*[:=]\s*"
+            rf"(?i)(?:{names})\\?[\"']?\s*[:=]\s*"
             r"(?:\\?\"(?:[^\"\\]|\\.)*\\?\"|'[^']*'|[^\s,;&{}\[\]][^\s,;&}\]]*)?"))
     return tuple(compiled)
+
+
+def _word_start(text: str, start: int) -> int:
+    """``start`` moved back over the letters, digits, ``_`` and ``-`` before it (at most 256)."""
+    low = max(start - 256, 0)
+    while start > low and (text[start - 1].isalnum() or text[start - 1] in "_-"):
+        start -= 1
+    return start
 
 
 def _value_end(text: str, end: int) -> int:

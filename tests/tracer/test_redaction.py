@@ -368,3 +368,36 @@ def test_json_nested_deeper_than_the_stack_is_masked_not_a_crash(depth: int, ope
     for _ in range(depth):
         cut = cut[0]  # type: ignore[index]
     assert cut[1] == "<circular reference>" and "A1b2" not in cut[0]  # type: ignore[index]
+
+
+_ENV_NAMES = st.builds(lambda words, suffix: "_".join(words) + suffix,
+                       st.lists(st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=1, max_size=8), min_size=1,
+                                max_size=3),
+                       st.sampled_from(["_TOKEN", "_KEY", "_SECRET", "_PAT", "_ACCESS_KEY", "_API_KEY"]))
+_CREDENTIALS_VALUES = st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./+=",
+                              min_size=8, max_size=60).filter(lambda v: v[0] not in "=")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_ENV_NAMES, _CREDENTIALS_VALUES, st.sampled_from(["", '"', "'"])), min_size=1, max_size=8))
+def test_an_env_dump_keeps_each_name_and_loses_each_credential(variables: list[tuple[str, str, str]]) -> None:
+    """A tool that ran `env` returned HF_TOKEN=..., AWS_SECRET_ACCESS_KEY=..., NPM_TOKEN="...": none of
+    them was masked (only api_key, secret and password names were)."""
+    dump = "\n".join(f"{name}={quote}{value}{quote}" for name, value, quote in variables) + "\nPATH=/usr/bin\n"
+    masked = RedactionPolicy().text(dump)
+    values_left = masked
+    for name, _, quote in sorted(variables, key=lambda v: -len(v[0])):
+        assert f"{name}={quote}" in masked
+        values_left = values_left.replace(f"{name}={quote}", "")  # (a value may also be part of a name)
+    for name, value, _ in variables:
+        assert value not in values_left, (name, value, masked)
+    assert "PATH=/usr/bin" in masked
+
+
+def test_short_or_plain_values_of_key_names_and_oauth_tokens_in_urls() -> None:
+    policy = RedactionPolicy()
+    assert policy.text("SORT_KEY=name, MAX_TOKEN=12") == "SORT_KEY=name, MAX_TOKEN=12"  # not credentials
+    assert policy.text("max_tokens=4096 input_tokens: 12") == "max_tokens=4096 input_tokens: 12"
+    assert (policy.text("https://app.example/cb?code=1&access_token=ya29.a0AfH6SMBx3kz9&state=x")
+            == f"https://app.example/cb?code=1&access_token={MASK}&state=x")
+    assert policy.text("refresh_token=1//0gLkq9AbCdEfGh") == f"refresh_token={MASK}"
