@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import logging
-import re
 import tempfile
 from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
@@ -35,16 +32,15 @@ from tracer import RedactionPolicy
 
 from ..errors import ToolError, ToolReportedError, ToolTimeoutError, UserError
 from ._context import ToolContext
+from ._mcp_text import result_text, tool_name
 from ._tool import Tool, message_of
 
 if TYPE_CHECKING:
     from mcp import Client
-    from mcp_types import CallToolResult
     from mcp_types import Tool as MCPToolDefinition
 
 _log = logging.getLogger("footprint.agent.mcp")
 _T = TypeVar("_T")
-_VALID_NAME = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 _CREDENTIALS = RedactionPolicy()
 #: how much of the server's stderr a connection keeps (for :meth:`MCPConnection.stderr_tail`)
 STDERR_TAIL_CHARS = 4000
@@ -58,61 +54,12 @@ def _import_mcp() -> Any:
     return mcp
 
 
-def tool_name(name: str, prefix: str = "") -> str:
-    """The footprint (OpenAI-valid) name of the MCP tool ``name``: ``prefix + name`` with each
-    character outside ``[A-Za-z0-9_-]`` made ``_``; a name longer than 64 characters is cut and ends
-    with a hash of the whole, so two long names stay apart."""
-    wanted = prefix + name
-    if _VALID_NAME.fullmatch(wanted):
-        return wanted
-    clean = re.sub(r"[^A-Za-z0-9_\-]", "_", wanted) or "_"
-    if len(clean) > 64:
-        digest = hashlib.sha256(wanted.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-        clean = f"{clean[:55]}_{digest}"
-    return clean
-
-
-def result_text(result: CallToolResult) -> str:
-    """What the model is shown of an MCP tool result: text blocks as they are, other blocks
-    described in one line each, the structured content as JSON when there are no blocks."""
-    from mcp_types import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent
-
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, TextContent):
-            parts.append(block.text)
-        elif isinstance(block, ImageContent | AudioContent):
-            parts.append(f"[{block.type}: {block.mime_type}, {_decoded_size(block.data):,} bytes]")
-        elif isinstance(block, ResourceLink):
-            parts.append(f"[resource link: {block.name} {block.uri}"
-                         f"{f' ({block.mime_type})' if block.mime_type else ''}]")
-        elif isinstance(block, EmbeddedResource):
-            res = block.resource
-            text = getattr(res, "text", None)
-            mime = f" ({res.mime_type})" if res.mime_type else ""
-            if isinstance(text, str):
-                parts.append(f"[resource {res.uri}{mime}]\n{text}")
-            else:
-                parts.append(f"[resource {res.uri}{mime}: {_decoded_size(getattr(res, 'blob', '')):,} bytes]")
-        else:  # a block type newer than this code
-            parts.append(f"[{getattr(block, 'type', type(block).__name__)} content]")
-    if not parts and result.structured_content is not None:
-        return json.dumps(result.structured_content, ensure_ascii=False, default=str)
-    return "\n".join(parts)
-
-
 def _cause(exc: BaseException) -> BaseException:
     """The first exception at the bottom of the SDK's task groups: ``unhandled errors in a
     TaskGroup`` says nothing; a 401 or a refused connection does."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
-
-
-def _decoded_size(data: str) -> int:
-    """The bytes a base64 text holds (without decoding it)."""
-    data = data.strip()
-    return max(0, len(data) * 3 // 4 - data[-2:].count("="))
 
 
 class MCPConnection:
@@ -151,6 +98,8 @@ class MCPConnection:
         self._refusal: str | None = None  # an HTTP server's last error status, for the messages
         #: the server's tools as footprint tools (filled when the connection opens)
         self.tools: list[Tool] = []
+        #: the server's tools left out, each with why (a schema no model takes, a task-only tool)
+        self.left_out: dict[str, str] = {}
 
     @classmethod
     def stdio(cls, name: str, command: str, args: Sequence[str] = (), *, env: dict[str, str] | None = None,
@@ -223,6 +172,7 @@ class MCPConnection:
             raise
         self._client, self._loop, self._runner = client, loop, runner
         try:
+            self.left_out = {}
             self.tools = await self._list_tools()
         except BaseException:
             await self.__aexit__(None, None, None)
@@ -296,8 +246,8 @@ class MCPConnection:
             if self.include is not None:
                 raise UserError(f"MCP server {self.name}: include names {definition.name!r}, which only runs "
                                 f"as a task (taskSupport 'required'); footprint calls MCP tools plainly")
-            _log.warning("MCP server %s: left out its tool %r, which only runs as a task (taskSupport "
-                         "'required'); footprint calls MCP tools plainly", self.name, definition.name)
+            self._leave_out(definition.name, "it only runs as a task (taskSupport 'required'); footprint "
+                                             "calls MCP tools plainly")
         chosen = [t for t in chosen if t not in tasks_only]
         tools: list[Tool] = []
         by_name: dict[str, str] = {}
@@ -306,9 +256,19 @@ class MCPConnection:
             if made in by_name:
                 raise UserError(f"MCP server {self.name}: its tools {by_name[made]!r} and {definition.name!r} "
                                 f"both become {made!r}; exclude one of them")
+            try:
+                tools.append(self._tool(made, definition))
+            except UserError as exc:  # its schema is not one a model can be given: the others still serve
+                if self.include is not None:
+                    raise
+                self._leave_out(definition.name, str(exc).removeprefix(f"MCP server {self.name}: "))
+                continue
             by_name[made] = definition.name
-            tools.append(self._tool(made, definition))
         return tools
+
+    def _leave_out(self, mcp_name: str, why: str) -> None:
+        self.left_out[mcp_name] = why
+        _log.warning("MCP server %s: left out its tool %r: %s", self.name, mcp_name, why)
 
     def _tool(self, made: str, definition: MCPToolDefinition) -> Tool:
         mcp_name = definition.name

@@ -37,7 +37,7 @@ from agent import Agent
 from agent.errors import ToolError, UserError
 from agent.providers import ScriptedModel, calls, tool_results
 from agent.tools import MCPConnection
-from agent.tools._mcp import result_text, tool_name
+from agent.tools._mcp_text import result_text, tool_name
 from tracer import Recorder, Store
 
 SECRET = "sk-proj-" + "Q" * 40
@@ -551,3 +551,20 @@ async def test_an_http_server_that_goes_away_fails_the_call_not_the_task_that_op
     assert all(r["is_error"] and "MCP server web" in r["content"] for r in gone), gone
     assert "MCP server web is gone" in gone[-1]["content"]
     assert SECRET not in json.dumps(gone)
+
+
+async def test_a_tool_whose_schema_no_model_takes_is_left_out_and_the_others_serve(tmp_path: Path) -> None:
+    """One tool with a schema footprint refuses (a draft-07 tuple `items: [...]`, a type that is no
+    type) failed the whole connection: every other tool of the server was lost with it."""
+    good = {"type": "object", "properties": {"q": {"type": "string"}}}
+    tuple_items = {"type": "object", "properties": {"pair": {"type": "array", "items": [{"type": "string"}]}}}
+    no_type = {"type": "object", "properties": {"x": {"type": "nonsense"}}}
+    path = _schema_server(tmp_path, [good, tuple_items, no_type])
+    async with MCPConnection.stdio("mixed", sys.executable, [str(path)]) as conn:
+        assert [t.name for t in conn.tools] == ["t0"]
+        assert sorted(conn.left_out) == ["t1", "t2"]
+        assert all(why.startswith("tool ") for why in conn.left_out.values()), conn.left_out
+        assert await conn.call("t0", {"q": "x"}) == '{"q": "x"}'
+    with pytest.raises(UserError, match=r"MCP server mixed: tool 't2'"):
+        async with MCPConnection.stdio("mixed", sys.executable, [str(path)], include=["t0", "t2"]):
+            pass
