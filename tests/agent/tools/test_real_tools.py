@@ -20,6 +20,7 @@ import datetime
 import enum
 import inspect
 import json
+import keyword
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -142,8 +143,9 @@ OUTCOMES: dict[str, Callable[[], Any]] = {**RESULTS, **{f"raise_{k}": _raiser(k)
 @st.composite
 def drawn_tools(draw: st.DrawFn) -> Drawn:
     count = draw(st.integers(0, 5))
-    names = draw(st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True), min_size=count, max_size=count,
-                          unique=True).filter(lambda ns: not {"args", "kwargs"} & set(ns)))
+    names = draw(st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True).filter(
+        lambda n: not keyword.iskeyword(n)),  # 'as', 'if': no function can have them as parameters
+        min_size=count, max_size=count, unique=True).filter(lambda ns: not {"args", "kwargs"} & set(ns)))
     specs = sorted(((n, draw(st.sampled_from(sorted(KINDS))), draw(st.sampled_from(ORDER)), draw(st.booleans()))
                     for n in names), key=lambda spec: ORDER.index(spec[2]))
     params: list[inspect.Parameter] = []
