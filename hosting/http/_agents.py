@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, FastAPI, Query, Request
+from fastapi import APIRouter, Body, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,6 +38,10 @@ from ..gateway.errors import GatewayRequestError, MemoryRecordNotFoundError
 from ._errors import error_body
 from ._models import MAX_MESSAGE_CHARS, SessionIdText, TurnIdText, TurnReplyModel, UserIdText
 from ._params import Offset, UserId
+
+#: a stored agent's id in a path: the pattern published, the check (and its message) _checked_id's
+AgentId = Annotated[str, Path(description="1-64 lowercase ASCII letters, digits, _ or -, a letter or digit first",
+                              json_schema_extra={"pattern": ID_PATTERN})]
 
 _DEFINITION_SCHEMA = AgentDefinition.model_json_schema(by_alias=True)
 #: what PATCH takes: any subset of the create fields (the merged definition is checked whole)
@@ -206,24 +210,24 @@ def agents_router(gateway: Gateway) -> APIRouter:
         return {"agent": chosen[0].to_dict() if chosen else None, "matched": chosen[1] if chosen else []}
 
     @router.get("/{agent_id}", response_model=AgentModel, summary="One stored agent", responses=not_found)
-    async def get_agent(agent_id: str) -> dict[str, Any]:
+    async def get_agent(agent_id: AgentId) -> dict[str, Any]:
         return (await gateway.get(_checked_id(agent_id))).to_dict()
 
     @router.patch("/{agent_id}", response_model=AgentModel, summary="Change a stored agent's fields",
                   description="Any subset of the create fields; the merged definition is checked as a whole "
                               "and the agent's cached instance is dropped (running turns finish first).",
                   openapi_extra=_definition_body("the fields to change", _CHANGE_SCHEMA), responses=not_found)
-    async def patch_agent(agent_id: str, body: dict[str, Any] = Body(...)) -> dict[str, Any]:  # noqa: B008
+    async def patch_agent(agent_id: AgentId, body: dict[str, Any] = Body(...)) -> dict[str, Any]:  # noqa: B008
         return (await gateway.update(_checked_id(agent_id), body)).to_dict()
 
     @router.delete("/{agent_id}", summary="Delete a stored agent", responses=not_found)
-    async def delete_agent(agent_id: str) -> dict[str, Any]:
+    async def delete_agent(agent_id: AgentId) -> dict[str, Any]:
         await gateway.delete(_checked_id(agent_id))
         return {"deleted": agent_id}
 
     @router.post("/{agent_id}/chat", response_model=ChatReply, responses=not_found,
                  summary="Send a turn to a stored agent (built on first use) and wait for the reply")
-    async def chat(agent_id: str, body: ChatRequest) -> JSONResponse:
+    async def chat(agent_id: AgentId, body: ChatRequest) -> JSONResponse:
         if body.decision is None and not body.message.strip():
             raise GatewayRequestError("message", "give a non-empty `message` (or a `decision` for a paused session)")
         if body.decision is not None and body.session_id is None:
@@ -235,7 +239,7 @@ def agents_router(gateway: Gateway) -> APIRouter:
 
     @router.get("/{agent_id}/runs", summary="A stored agent's recent recorded runs, newest first",
                 responses=not_found)
-    async def runs(agent_id: str, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
+    async def runs(agent_id: AgentId, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
         await gateway.get(_checked_id(agent_id))
         found = await gateway.recent_runs(agent_id, limit=limit)
         return {"runs": [run_to_dict(r) for r in found]}

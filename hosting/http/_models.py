@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from agent import check_user_id
+from agent._personal import USER_PATTERN
 from agent.errors import PersonalMemoryError
 from tracer import RedactionPolicy
 from tracer.errors import quoted
@@ -81,7 +82,8 @@ def _checked_user_id(value: str) -> str:
 
 
 #: A user id (whose personal memory), checked as a memory record checks it, in a body or a path.
-UserIdText = Annotated[str, AfterValidator(_checked_user_id)]
+UserIdText = Annotated[str, AfterValidator(_checked_user_id),
+                       Field(json_schema_extra={"pattern": USER_PATTERN.pattern})]
 
 #: A session id, checked the same way in a body field and in a path (one rule, one error, 422).
 SessionIdText = Annotated[str, AfterValidator(check_session_id),

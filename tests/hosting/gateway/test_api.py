@@ -7,7 +7,9 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
+from agent._personal import USER_PATTERN
 from hosting.gateway import Gateway
+from hosting.gateway._definition import ID_PATTERN
 
 NEW = {"name": "Helper", "systemPrompt": "You help.", "provider": "default", "model": "default",
        "maxTokens": 1000, "temperature": 0.5, "maxTurns": 5, "maxToolCalls": 10, "tools": ["lookup"],
@@ -251,3 +253,13 @@ async def test_a_405_lists_the_methods_of_the_concrete_path_not_of_a_template_it
     one = await client.put("/api/agents/research")
     assert one.status_code == 405 and one.headers["allow"] == "DELETE, GET, PATCH", one.headers
     assert error_of(one)["message"] == "/api/agents/research does not take PUT; it takes DELETE, GET, PATCH"
+
+
+async def test_path_ids_publish_the_pattern_they_are_checked_against(client: httpx.AsyncClient) -> None:
+    """A fuzzer (or a client generator) reading the schema sends ids the host takes."""
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    [agent_id] = [p for p in paths["/api/agents/{agent_id}"]["get"]["parameters"] if p["name"] == "agent_id"]
+    assert agent_id["schema"]["pattern"] == ID_PATTERN
+    memory = next(ops for path, ops in paths.items() if path.startswith("/api/memory/{user_id}"))
+    [user_id] = [p for op in memory.values() for p in op.get("parameters", []) if p["name"] == "user_id"][:1]
+    assert user_id["schema"]["pattern"] == USER_PATTERN.pattern
