@@ -7,6 +7,7 @@ they are written; the policy's description is stored with each run.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -201,10 +202,8 @@ class RedactionPolicy:
                 except (ValueError, RecursionError):  # not JSON, or nested deeper than the stack
                     parsed = None
                 if isinstance(parsed, dict | list):
-                    try:
-                        return self._masked_json(value, parsed)
-                    except RecursionError:  # too deep to write again: masked field by field below
-                        pass
+                    with contextlib.suppress(RecursionError):  # too deep to write again: masked field
+                        return self._masked_json(value, parsed)  # by field below
             if not has_key:
                 return value
         elif '":' not in value and '" :' not in value:
@@ -320,32 +319,20 @@ class RedactionPolicy:
     def value(self, value: Any) -> Any:
         """A JSON value with sensitive keys and matching strings masked (a new value; the input is kept).
 
-        A value nested deeper than Python's stack allows (a model's or a user's JSON of a thousand
-        levels) is masked the same way without recursion.
+        The walk keeps a stack of its own, so a value nested deeper than Python's stack allows (a
+        model's or a user's JSON of a thousand levels) is masked like any other: each container is
+        made empty when it is met and filled when it is taken from the stack (a container inside
+        itself is cut there).
         """
-        try:
-            return self._value(value)
-        except RecursionError:
-            return self._deep_value(value)
-
-    def _value(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            endings = self._key_endings
-            return {
-                k: ({name: self._value(schema) for name, schema in v.items()} if k in _SCHEMA_MAPS and _is_schemas(v)
-                    else MASK if isinstance(k, str) and k.lower().endswith(endings) else self._value(v))
-                for k, v in value.items()
-            }
-        if isinstance(value, list | tuple):
-            return [self._value(v) for v in value]
-        return value
-
-    def _deep_value(self, root: Any) -> Any:
-        """:meth:`_value` with a stack of its own: each container is made empty when it is met and
-        filled when it is taken from the stack (a container inside itself is cut there)."""
         endings = self._key_endings
+        if type(value) is dict:  # the usual case, a flat object (an item's body): no walk to set up
+            for v in value.values():
+                if isinstance(v, _CONTAINERS):
+                    break
+            else:
+                text = self.text
+                return {k: MASK if isinstance(k, str) and k.lower().endswith(endings)
+                        else text(v) if isinstance(v, str) else v for k, v in value.items()}
         stack: list[tuple[Any, Any, bool]] = []  # (original, its copy, names are schemas' names)
         open_ids: set[int] = set()  # the containers being filled, to stop at a cycle
 
@@ -360,7 +347,7 @@ class RedactionPolicy:
             stack.append((original, made, schema_names))
             return made
 
-        made_root = copy(root)
+        made_root = copy(value)
         while stack:
             original, made, schema_names = stack.pop()
             if made is None:  # the marker that every part of ``original`` has been filled
@@ -383,6 +370,8 @@ class RedactionPolicy:
         return made_root
 
 
+
+_CONTAINERS = (dict, list, tuple)
 
 #: The JSON-schema keywords whose keys are names, each naming a schema (a tool's parameters): a
 #: parameter named "password" is not a password, and masking its schema broke the tool's recorded

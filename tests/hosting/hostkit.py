@@ -26,9 +26,10 @@ FOOTPRINT = Path(sys.executable).parent / "footprint"
 
 
 @contextmanager
-def host_process(db: Path, crash_dir: Path, *extra: str,
-                 open_files: tuple[int, int] | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`footprint serve --durability sync` with the crashkit agent on 127.0.0.1, port 0; yields the process and URL.
+def host_process(db: Path, crash_dir: Path, *extra: str, open_files: tuple[int, int] | None = None,
+                 agent: str = "tests.hosting.crashkit:make_agent") -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`footprint serve --durability sync` with the crashkit agent (or ``agent``) on 127.0.0.1, port 0;
+    yields the process and URL (its stderr lines gather in ``proc.stderr_lines``).
 
     ``open_files``: the (soft, hard) limit on open files the process starts with.
     """
@@ -43,7 +44,7 @@ def host_process(db: Path, crash_dir: Path, *extra: str,
 
     proc = subprocess.Popen(
         [str(FOOTPRINT), "serve", "--db", str(db), "--port", "0", "--durability", "sync",
-         "--agent", "tests.hosting.crashkit:make_agent", "--host-id", "crash-test-host", *extra],
+         "--agent", agent, "--host-id", "crash-test-host", *extra],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT,
         preexec_fn=limit if open_files is not None else None,  # (only setrlimit, before exec)
     )

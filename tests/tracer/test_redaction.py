@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tracer import ContextItem, Item, Origin, Recorder, RedactionPolicy, Store
-from tracer._redaction import MASK, masked_matches
+from tracer._redaction import _SCHEMA_MAPS, MASK, _is_schemas, masked_matches
 
 SECRET_KEY = "sk-live-4f9a8b7c6d5e4f3a2b1c"
 SSN = "123-45-6789"
@@ -332,11 +332,26 @@ _schema_values = st.recursive(
 @settings(max_examples=400, deadline=None)
 @given(_schema_values)
 def test_the_stackless_walk_masks_as_the_recursive_one(value: object) -> None:
-    """Deep values are masked without recursion (_deep_value); on any value both walks agree,
-    schemas' parameter names and tuples included."""
+    """Values are masked without recursion (deep ones too); on any value the walk agrees with a
+    recursive one, schemas' parameter names and tuples included."""
     for policy in (RedactionPolicy(), RedactionPolicy.with_extra(keys=["note"]), RedactionPolicy.none()):
-        assert policy._deep_value(value) == policy._value(value)
-        assert policy._deep_value((value, value)) == policy._value((value, value))
+        assert policy.value(value) == _recursive_value(policy, value)
+        assert policy.value((value, value)) == _recursive_value(policy, (value, value))
+
+
+def _recursive_value(policy: RedactionPolicy, value: Any) -> Any:
+    """The oracle: masking as a recursive walk writes it (how RedactionPolicy.value was written
+    before it kept a stack of its own)."""
+    if isinstance(value, str):
+        return policy.text(value)
+    if isinstance(value, dict):
+        return {k: ({n: _recursive_value(policy, s) for n, s in v.items()} if k in _SCHEMA_MAPS and _is_schemas(v)
+                    else MASK if isinstance(k, str) and k.lower().endswith(policy._key_endings)
+                    else _recursive_value(policy, v))
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_recursive_value(policy, v) for v in value]
+    return value
 
 
 @given(st.integers(900, 6000), st.sampled_from(["[", '{"a":']), st.booleans())

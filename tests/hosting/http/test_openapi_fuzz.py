@@ -13,12 +13,7 @@ generated requests; ``FOOTPRINT_FUZZ=slow`` generates 200.
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +21,8 @@ import pytest
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
+
+from tests.hosting.hostkit import host_process  # noqa: E402
 
 TOKEN = "fuzz-token-1234567890"
 SLOW = os.environ.get("FOOTPRINT_FUZZ") == "slow"
@@ -36,33 +33,14 @@ EXAMPLES = 200 if SLOW else 25
 def host_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     import httpx2
 
-    db = tmp_path_factory.mktemp("fuzz") / "host.duckdb"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [str(Path(sys.executable).with_name("footprint")), "serve", "--db", str(db), "--port", str(port),
-               "--gateway", "--durable", "--agent", "echo", "--token", TOKEN]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                raise RuntimeError(f"footprint serve did not start: {server.communicate()[1].decode()}") from None
-            time.sleep(0.1)
-    try:
+    folder = tmp_path_factory.mktemp("fuzz")
+    with host_process(folder / "host.duckdb", folder, "--gateway", "--durable", "--token", TOKEN,
+                      agent="echo") as (server, url):
         spec = httpx2.get(f"{url}/openapi.json", headers={"Authorization": f"Bearer {TOKEN}"}).json()
         schema = schemathesis.openapi.from_dict(spec)
         schema.config.update(base_url=url)
         yield schema
-    finally:
-        server.terminate()
-        _, err = server.communicate(timeout=30)
-    text = err.decode(errors="replace")
+        text = "".join(server.stderr_lines)  # type: ignore[attr-defined]
     assert "Traceback" not in text, text[-4000:]
     assert TOKEN not in text
 
