@@ -112,6 +112,9 @@ class Agent:
     ) -> None:
         if not name:
             raise UserError("an agent needs a name")
+        if not callable(getattr(provider, "complete", None)):
+            raise UserError(f"agent {name}: provider must be a Provider (an OpenAIProvider, a ScriptedModel, ...), "
+                            f"not {type(provider).__name__}")
         if max_turns < 1 or max_tool_calls < 0:
             raise UserError(f"agent {name}: max_turns must be >= 1 and max_tool_calls >= 0")
         check_result_bound(f"agent {name}: max_tool_result_chars", max_tool_result_chars)
@@ -287,6 +290,8 @@ class Agent:
     async def _start(
         self, message: str, pause: PauseState | None, emit: Callable[[AgentEvent], None] | None
     ) -> RunResult:
+        if not isinstance(message, str):
+            raise UserError(f"agent {self.name}: a message is text (str), not {type(message).__name__}")
         self._check_idle()
         task = self._task = asyncio.ensure_future(RunLoop(self, emit).execute(message, pause))
         try:

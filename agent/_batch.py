@@ -122,8 +122,8 @@ async def run_batch(
                     outcomes.append(await _one_tool(loop, ctx, call, ci, stage, decided, results, i))
                 except Exception as exc:  # as gather(return_exceptions=True) would hand it back
                     outcomes.append(exc)
-        except asyncio.CancelledError:
-            outcomes = [asyncio.CancelledError()]
+        except BaseException as exc:  # cancelled, or a tool's exception that is not ours to catch
+            outcomes = [asyncio.CancelledError() if isinstance(exc, asyncio.CancelledError) else exc]
             for stage in stages:  # calls a sequential batch never reached (the run's end answers them)
                 if not stage.closed:
                     stage.close(StageStatus.CANCELLED)
@@ -182,10 +182,16 @@ async def _one_tool(
         stage.set(paused=True, question=pause.question, pause_kind=pause.kind)
         stage.close()
         return pause
-    except asyncio.CancelledError:
-        results[index] = stage.output(result_item(call.id, call.name, "Error: cancelled before it finished.", True))
-        stage.close(StageStatus.CANCELLED)
-        raise
+    except asyncio.CancelledError as exc:
+        if not _cancelled_from_outside():  # the tool's own: say, it awaited a future cancelled elsewhere
+            is_error = True
+            content = _error_text(call, exc)
+            stage.set(error_type=type(exc).__name__)
+        else:
+            results[index] = stage.output(result_item(call.id, call.name, "Error: cancelled before it finished.",
+                                                      True))
+            stage.close(StageStatus.CANCELLED)
+            raise
     except Exception as exc:
         is_error = True
         content = _error_text(call, exc)
@@ -193,6 +199,10 @@ async def _one_tool(
             content += (" (your response was cut off at the output token limit while writing these arguments: "
                         "send shorter arguments, or fewer calls at once)")
         stage.set(error_type=type(exc).__name__)
+    except BaseException as exc:  # not ours to catch (gevent's Timeout, pytest's outcomes): the run
+        stage.set(error_type=type(exc).__name__)  # records it, then raises it
+        stage.close(StageStatus.ERROR, f"{type(exc).__name__}: {message_of(exc)}")
+        raise
     duration = (time.perf_counter() - started) * 1000
     content = _bounded(loop, call, stage, content, is_error)
     result = results[index] = stage.output(result_item(call.id, call.name, content, is_error))
@@ -298,7 +308,13 @@ def _is_json(text: str) -> bool:
     return True
 
 
-def _error_text(call: ToolCall, exc: Exception) -> str:
+def _cancelled_from_outside() -> bool:
+    """Whether the task running this has been asked to stop (the run's cancel, a caller's timeout)."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
+def _error_text(call: ToolCall, exc: BaseException) -> str:
     if isinstance(exc, ToolReportedError):
         return exc.content
     if isinstance(exc, ToolNotFoundError | ToolArgumentsError | ToolRejectedError | ToolTimeoutError

@@ -127,7 +127,7 @@ class RunLoop:
             result = self._fail(RunStatus.FAILED, stop.reason, stop.message, stop.unrun)
         except asyncio.CancelledError:
             task = asyncio.current_task()
-            if task is not None:
+            if task is not None and task.cancelling():
                 task.uncancel()  # the cancellation is handled here: the run ends recorded as cancelled
             result = self._fail(RunStatus.CANCELLED, "cancelled", f"run {run.id} of agent {agent.name} was cancelled")
         except ReplayMismatchError as exc:
@@ -142,6 +142,10 @@ class RunLoop:
             log.error("run %s of agent %s failed: %s", run.id, agent.name,
                       self._masked("".join(traceback.format_exception(exc)).rstrip()))
             result = self._fail(RunStatus.FAILED, "internal_error", f"{type(exc).__name__}: {exc}")
+        except BaseException as exc:  # not ours to swallow (gevent's Timeout, pytest's outcomes, trio's
+            # Cancelled, a tool's KeyboardInterrupt): the run ends recorded as interrupted, then it is raised
+            result = self._fail(RunStatus.FAILED, "interrupted", f"{type(exc).__name__}: {exc}")
+            reraise = exc
         attributes: dict[str, Any] = {"stop_reason": result.stop_reason, "turns": self.turns,
                                       "tool_calls": self.tool_calls}
         if result.pause is not None:

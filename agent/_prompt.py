@@ -22,6 +22,7 @@ from typing import Any
 from tracer import Item, ItemKind
 
 from ._facts import Fact
+from .errors import UserError
 
 DROPPED_BY_LENGTH_CAP = "prompt_length_cap"
 SECTION_ORDER = (
@@ -92,6 +93,10 @@ class PromptComposer:
     """Assembles a system prompt from sections, with an optional length cap."""
 
     def __init__(self, *, max_length: int | None = None) -> None:
+        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int)
+                                       or max_length < 1):
+            raise UserError(f"PromptComposer: max_length must be a whole number of characters >= 1 (or None), "
+                            f"not {max_length!r}")
         self.max_length = max_length
 
     def compose(self, ctx: PromptContext) -> ComposedPrompt:

@@ -91,6 +91,21 @@ def test_configuration_errors_name_the_problem() -> None:
               registry=fake_calendar())
     with pytest.raises(UserError, match="max_turns must be >= 1"):
         Agent("a", provider=model, max_turns=0)
+    with pytest.raises(UserError, match=r"agent a: provider must be a Provider .* not NoneType"):
+        Agent("a", provider=None)  # type: ignore[arg-type]
+    for length in (-5, 0, True, 2.5):
+        with pytest.raises(UserError, match=f"max_length must be .* not {length!r}"):
+            PromptComposer(max_length=length)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("message", [b"hello", None, 123, {"text": "hi"}, ["hi"]])
+async def test_a_message_that_is_not_text_is_refused_and_runs_nothing(message: object) -> None:
+    model = ScriptedModel(["ok"])
+    agent = Agent("a", provider=model)
+    with pytest.raises(UserError, match=f"agent a: a message is text \\(str\\), not {type(message).__name__}"):
+        await agent.run(message)  # type: ignore[arg-type]
+    assert model.calls_made == 0 and not agent.busy
+    assert (await agent.run("hi")).answer == "ok"  # the refusal left the agent as it was
 
 
 async def test_memory_carries_the_conversation_across_runs() -> None:
