@@ -45,7 +45,8 @@ def tool_help(tool: Tool) -> str:
         lines.append(f"Category: {tool.category}")
     if tool.requires_confirmation:
         lines.append("A person confirms each call before it runs.")
-    lines.append("Parameters:" if properties else "Parameters: none")
+    extra = tool.parameters.get("additionalProperties", False)  # left out: not offered (as Tool.signature)
+    lines.append("Parameters:" if properties or extra is not False else "Parameters: none")
     example: dict[str, Any] = {}
     for name, schema in properties.items():
         kind = kind_text(schema, " or ") or ("one of " + ", ".join(map(json.dumps, schema["enum"]))
@@ -61,6 +62,9 @@ def tool_help(tool: Tool) -> str:
         lines.append(f"- {name} ({kind}, {', '.join(notes)}){described}")
         if name in required:
             example[name] = _placeholder(schema)
+    if extra is not False:
+        other = kind_text(extra, " or ") if isinstance(extra, dict) else None
+        lines.append(f"- {'any other name' if properties else 'any name'} ({other or 'any'}, optional)")
     lines.append(f'Call it: use_tool("{tool.name}", {json.dumps(example, ensure_ascii=False)})')
     return "\n".join(lines)
 

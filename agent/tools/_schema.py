@@ -1,9 +1,9 @@
-"""JSON schemas for tools: derived from a typed function and its docstring, and a fast validity check.
+"""JSON schemas for tools: derived from a typed function, and a fast validity check.
 
-:func:`schema_of` turns a parameter annotation into a JSON schema, :func:`docstring_parts` reads a
-function's description and per-parameter text (Google or Sphinx style), and :func:`surely_valid`
-is a fast path that confirms arguments match the simple schemas tools use (the full validator
-decides and explains whenever it is not sure).
+:func:`schema_of` turns a parameter annotation into a JSON schema (the docstring's part is
+:mod:`._docstrings`, the arguments' conversion :mod:`._converters`), and :func:`surely_valid` is a
+fast path that confirms arguments match the simple schemas tools use (the full validator decides
+and explains whenever it is not sure).
 """
 
 from __future__ import annotations
@@ -13,19 +13,19 @@ import dataclasses
 import datetime
 import decimal
 import enum
-import inspect
 import json
 import pathlib
-import re
 import types
 import typing
 import uuid
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
-# The keywords surely_valid understands; annotations (description, default, title) change nothing.
+from ._constraints import constrained
+
+# The keywords surely_valid understands; annotations (description, default, title...) change nothing.
 _SIMPLE_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum",
-                              "description", "default", "title"})
+                              "description", "default", "title", "examples", "deprecated"})
 
 
 def _is_type(kind: str, value: Any) -> bool:
@@ -76,89 +76,6 @@ def surely_valid(schema: Any, value: Any) -> bool:
     return True
 
 
-_SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Returns?|Yields?|Raises|Examples?|Notes?|See Also):\s*$")
-_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-_SPHINX_PARAM = re.compile(r"^:param\s+(?:[\w\[\], |]+\s+)?(\w+):\s*(.*)$")
-# NumPy style: a section's name underlined with dashes; a parameter is 'name : type' (or 'a, b : type')
-_NUMPY_SECTION = re.compile(r"^(Parameters|Other Parameters|Returns|Yields|Receives|Raises|Warns|Warnings|"
-                            r"See Also|Notes|References|Examples|Attributes|Methods)$")
-_NUMPY_PARAM = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
-_PARAMETER_SECTIONS = ("Args", "Arguments", "Parameters", "Params", "Other Parameters")
-
-
-def docstring_parts(fn: Callable[..., Any], doc: str | None = None) -> tuple[str, dict[str, str]]:
-    """The description (text before the first section) and each parameter's description.
-
-    Reads Google style (``Args:`` then ``name: text``, continuation lines indented deeper), NumPy
-    style (``Parameters`` underlined with dashes, then ``name : type`` and the text indented below)
-    and Sphinx style (``:param name: text``). ``doc``: the docstring to read instead of ``fn``'s.
-    """
-    doc = inspect.cleandoc(doc) if doc is not None else inspect.getdoc(fn) or ""
-    description: list[str] = []
-    params: dict[str, str] = {}
-    section: str | None = None
-    numpy = False
-    current: list[str] = []
-    lines = doc.splitlines()
-    for n, line in enumerate(lines):
-        stripped = line.strip()
-        if numpy_header(lines, n):
-            section, numpy, current = stripped, True, []
-            continue
-        if numpy and set(stripped) == {"-"} and n and numpy_header(lines, n - 1):
-            continue  # the header's underline
-        header = _SECTION.match(stripped) if not line.startswith(" ") else None
-        if header:
-            section, numpy, current = header.group(1), False, []
-            continue
-        sphinx = _SPHINX_PARAM.match(stripped)
-        if sphinx:
-            section, current = "Sphinx", [sphinx.group(1)]
-            params[sphinx.group(1)] = sphinx.group(2).strip()
-            continue
-        if stripped.startswith(":") and section in (None, "Sphinx"):
-            section, current = "Sphinx", []  # :returns:, :raises: ... end the description
-            continue
-        if section is None:
-            description.append(stripped)
-        elif section in _PARAMETER_SECTIONS and numpy:
-            match = _NUMPY_PARAM.match(line)  # unindented: a parameter; indented: its text
-            if match:
-                current = [name.strip().lstrip("*") for name in match.group(1).split(",")]
-                params.update({name: "" for name in current})
-            elif stripped:
-                for name in current:
-                    params[name] = f"{params[name]} {stripped}".strip()
-        elif section in _PARAMETER_SECTIONS:
-            match = _ARG_LINE.match(stripped)
-            if match and len(line) - len(line.lstrip()) <= 4:
-                current = [match.group(1).lstrip("*")]
-                params[current[0]] = match.group(2).strip()
-            elif current and stripped:
-                params[current[0]] = f"{params[current[0]]} {stripped}".strip()
-        elif section == "Sphinx" and current and stripped:
-            params[current[0]] = f"{params[current[0]]} {stripped}".strip()
-    return "\n".join(_paragraphs(description)), {k: v for k, v in params.items() if v}
-
-
-def numpy_header(lines: list[str], n: int) -> bool:
-    """True when line ``n`` is a NumPy-style section header (its name, then a line of dashes)."""
-    return (n + 1 < len(lines) and not lines[n].startswith(" ") and bool(_NUMPY_SECTION.match(lines[n].strip()))
-            and set(lines[n + 1].strip()) == {"-"})
-
-
-def _paragraphs(lines: list[str]) -> list[str]:
-    out: list[str] = []
-    block: list[str] = []
-    for line in [*lines, ""]:
-        if line:
-            block.append(line)
-        elif block:
-            out.append(" ".join(block))
-            block = []
-    return out
-
-
 def kind_text(schema: dict[str, Any], joiner: str) -> str | None:
     """What a parameter's schema takes, for a reader: ``integer``, ``date string``, ``integer|null``
     (types joined by ``joiner``; the options of an ``anyOf`` too). None when it names no type (an
@@ -175,10 +92,12 @@ def kind_text(schema: dict[str, Any], joiner: str) -> str | None:
 
 
 def nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` or null."""
+    """``schema`` or null (a union's options and null side by side: one list of options to explain)."""
     kind = schema.get("type")
     if isinstance(kind, str) and set(schema) <= {"type", "items", "additionalProperties"}:
         return {**schema, "type": [kind, "null"]}
+    if set(schema) == {"anyOf"} and isinstance(schema["anyOf"], list):
+        return {"anyOf": [*schema["anyOf"], {"type": "null"}]}
     return {"anyOf": [schema, {"type": "null"}]}
 
 
@@ -209,12 +128,14 @@ _TEXT_TYPES: tuple[tuple[type, dict[str, Any], Callable[[Any], Any] | None], ...
     (decimal.Decimal, {"type": "number"}, lambda value: decimal.Decimal(str(value))),
 )
 # Abstract containers a function may be annotated with; it receives a list or a dict.
-_SEQUENCES = (collections.abc.Sequence, collections.abc.MutableSequence, collections.abc.Iterable,
+SEQUENCES = (collections.abc.Sequence, collections.abc.MutableSequence, collections.abc.Iterable,
               collections.abc.Collection, collections.abc.Set, collections.abc.MutableSet)
-_MAPPINGS = (collections.abc.Mapping, collections.abc.MutableMapping)
+MAPPINGS = (collections.abc.Mapping, collections.abc.MutableMapping)
 
 
-def _text_type(annotation: Any) -> tuple[dict[str, Any], Callable[[Any], Any]] | None:
+def text_type(annotation: Any) -> tuple[dict[str, Any], Callable[[Any], Any]] | None:
+    """The schema of a standard library type a JSON string or number carries, and how the value
+    becomes one (None when ``annotation`` is none of them)."""
     if not isinstance(annotation, type):
         return None
     for cls, schema, convert in _TEXT_TYPES:
@@ -223,7 +144,8 @@ def _text_type(annotation: Any) -> tuple[dict[str, Any], Callable[[Any], Any]] |
     return None
 
 
-def _literal_value(option: Any) -> Any:
+def literal_value(option: Any) -> Any:
+    """A ``Literal`` option as JSON says it (an Enum member as its value)."""
     return option.value if isinstance(option, enum.Enum) else option
 
 
@@ -232,17 +154,15 @@ def schema_of(annotation: Any, _seen: frozenset[type] = frozenset()) -> dict[str
 
     A dataclass or a TypedDict is an object of its fields (a field of its own type, a tree, is an
     object of any shape); a pydantic model is its own JSON schema with its definitions inlined; a
-    date, a time, a UUID or a path is a string, a Decimal a number. :class:`NoSchema` when no JSON
-    value can stand for the annotation (a callable, a class of no known shape).
+    date, a time, a UUID or a path is a string, a Decimal a number; ``Annotated`` adds its text and
+    its constraints (see :mod:`._constraints`). :class:`NoSchema` when no JSON value can stand for
+    the annotation (a callable, a class of no known shape); :class:`UnsaidConstraint` for a
+    constraint no JSON schema can say.
     """
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
-    if origin is typing.Annotated:
-        described = dict(schema_of(args[0], _seen))
-        notes = [a for a in args[1:] if isinstance(a, str)]
-        if notes:
-            described["description"] = " ".join(notes)
-        return described
+    if origin is typing.Annotated:  # its text describes it; its constraints bound it
+        return constrained(dict(schema_of(args[0], _seen)), args[1:], annotation)
     supertype = getattr(annotation, "__supertype__", None)  # a typing.NewType
     if supertype is not None:
         return schema_of(supertype, _seen)
@@ -253,21 +173,21 @@ def schema_of(annotation: Any, _seen: frozenset[type] = frozenset()) -> dict[str
         return {"enum": [member.value for member in annotation]}
     if is_pydantic(annotation):
         return _inlined(annotation.model_json_schema())
-    if _is_record_class(annotation):
+    if is_record_class(annotation):
         return _object_schema(annotation, _seen)
-    if (text := _text_type(annotation)) is not None:
+    if (text := text_type(annotation)) is not None:
         return text[0]
     if origin is typing.Literal:
-        return {"enum": [_literal_value(a) for a in args]}
+        return {"enum": [literal_value(a) for a in args]}
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         return {"type": "array", "items": schema_of(args[0], _seen)}
     if origin is tuple and args:
         return {"type": "array", "prefixItems": [schema_of(a, _seen) for a in args], "minItems": len(args),
                 "maxItems": len(args)}
     container = origin or annotation
-    if container in (list, tuple, set, frozenset, *_SEQUENCES):
+    if container in (list, tuple, set, frozenset, *SEQUENCES):
         return {"type": "array", "items": schema_of(args[0], _seen) if args else {}}
-    if container in (dict, *_MAPPINGS):
+    if container in (dict, *MAPPINGS):
         schema: dict[str, Any] = {"type": "object"}
         if len(args) == 2 and args[0] is int:  # JSON keys are text: these are integers written out
             schema["propertyNames"] = {"pattern": r"^-?[0-9]+$"}
@@ -285,9 +205,11 @@ def schema_of(annotation: Any, _seen: frozenset[type] = frozenset()) -> dict[str
     return {}
 
 
-def _is_record_class(annotation: Any) -> bool:
-    """A dataclass or a TypedDict (the class, not an instance): an object of its fields."""
-    return isinstance(annotation, type) and (dataclasses.is_dataclass(annotation) or typing.is_typeddict(annotation))
+def is_record_class(annotation: Any) -> bool:
+    """A dataclass or a TypedDict (the class, not an instance; typing_extensions' too): an object of its fields."""
+    return isinstance(annotation, type) and (dataclasses.is_dataclass(annotation) or typing.is_typeddict(annotation)
+                                             or (issubclass(annotation, dict) and hasattr(annotation, "__required_keys__")
+                                                 and hasattr(annotation, "__total__")))
 
 
 def is_pydantic(annotation: Any) -> bool:
@@ -296,18 +218,38 @@ def is_pydantic(annotation: Any) -> bool:
         callable(getattr(annotation, m, None)) for m in ("model_json_schema", "model_validate"))
 
 
-def _hints(cls: type) -> dict[str, Any]:
+def record_hints(cls: type) -> tuple[dict[str, Any], dict[str, bool]]:
+    """A dataclass's or a TypedDict's field types, and the TypedDict fields marked ``Required[...]``
+    (True) or ``NotRequired[...]`` (False; PEP 655), the marks taken off the types."""
     try:
-        return typing.get_type_hints(cls, include_extras=True)
+        hints = typing.get_type_hints(cls, include_extras=True)  # extras: an Annotated field's description
     except Exception:  # a name its module cannot resolve (a class defined in a function): any value
-        return {}
+        return {}, {}
+    marks: dict[str, bool] = {}
+    for name, hint in hints.items():
+        hints[name], mark = _unmarked(hint)
+        if mark is not None:
+            marks[name] = mark
+    return hints, marks
+
+
+def _unmarked(hint: Any) -> tuple[Any, bool | None]:
+    """``hint`` without its ``Required[...]`` or ``NotRequired[...]`` (inside an ``Annotated`` too), and which."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Required, typing.NotRequired):  # typing_extensions' are these on Python 3.11+
+        return _unmarked(typing.get_args(hint)[0])[0], origin is typing.Required
+    if origin is typing.Annotated:
+        inner, mark = _unmarked(typing.get_args(hint)[0])
+        if mark is not None:
+            return typing.Annotated[(inner, *typing.get_args(hint)[1:])], mark
+    return hint, None
 
 
 def _object_schema(cls: type, seen: frozenset[type]) -> dict[str, Any]:
     """A dataclass's or a TypedDict's fields as an object schema."""
     if cls in seen:
         return {"type": "object"}
-    hints = _hints(cls)
+    hints, marks = record_hints(cls)
     defaults: dict[str, Any] = {}
     if dataclasses.is_dataclass(cls):
         fields = [f for f in dataclasses.fields(cls) if f.init]
@@ -317,7 +259,9 @@ def _object_schema(cls: type, seen: frozenset[type]) -> dict[str, Any]:
         defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING and f.default is not None}
     else:
         names = list(hints)
-        required = [n for n in names if n in getattr(cls, "__required_keys__", ())]
+        # the marks decide where there are any: the class's own keys miss them when its annotations are
+        # text (from __future__ import annotations) on Python 3.11
+        required = [n for n in names if marks.get(n, n in getattr(cls, "__required_keys__", ()))]
     properties = {}
     for name in names:
         properties[name] = schema_of(hints.get(name, Any), seen | {cls})
@@ -391,74 +335,3 @@ def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
         return value
 
     return dict(inline(schema, frozenset()))
-
-
-def converter_of(annotation: Any) -> Callable[[Any], Any] | None:
-    """How a parameter's JSON value becomes the annotated type, or None when it is used as it is:
-    an Enum member from its value, a dataclass or a pydantic model from its object, a tuple or a
-    set from its array — also inside optional types, lists, tuples, sets and dict values."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is typing.Annotated:
-        return converter_of(args[0])
-    supertype = getattr(annotation, "__supertype__", None)  # a typing.NewType
-    if supertype is not None:
-        return converter_of(supertype)
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return annotation
-    if is_pydantic(annotation):
-        return cast(Callable[[Any], Any], annotation.model_validate)
-    if _is_record_class(annotation):
-        return _object_converter(annotation)
-    if (text := _text_type(annotation)) is not None:
-        return text[1]
-    if origin is typing.Literal and any(isinstance(a, enum.Enum) for a in args):
-        members = {_literal_value(a): a for a in args}
-        return lambda value: members.get(value, value)
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in args if a is not type(None)]
-        inner = converter_of(options[0]) if len(options) == 1 else None
-        return None if inner is None else (lambda value: None if value is None else inner(value))
-    container = origin or annotation
-    if container in _SEQUENCES:
-        container = list
-    if container in _MAPPINGS:
-        container = dict
-    if container is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
-        each = [converter_of(a) or _same for a in args]
-        return lambda value: tuple(convert(v) for convert, v in zip(each, value, strict=False))
-    if container in (list, tuple, set, frozenset):
-        item = converter_of(args[0]) if args else None
-        if item is None and container is list:
-            return None
-        convert_item = item or _same
-        return lambda value: container(convert_item(v) for v in value)
-    if container is dict and len(args) == 2:
-        key = int if args[0] is int else converter_of(args[0])
-        item = converter_of(args[1])
-        if key is None and item is None:
-            return None
-        convert_key, convert_item = key or _same, item or _same
-        return lambda value: {convert_key(k): convert_item(v) for k, v in value.items()}
-    return None
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-def _object_converter(cls: type) -> Callable[[Any], Any]:
-    """A dataclass from its object (a TypedDict stays a dict), each field converted; the fields'
-    converters are found on the first call, so a class that contains itself is no endless loop."""
-    fields: dict[str, Callable[[Any], Any]] | None = None
-
-    def convert(value: Any) -> Any:
-        nonlocal fields
-        if not isinstance(value, dict):
-            return value
-        if fields is None:
-            fields = {name: found for name, hint in _hints(cls).items() if (found := converter_of(hint)) is not None}
-        converted = {k: (fields[k](v) if k in fields and v is not None else v) for k, v in value.items()}
-        return cls(**converted) if dataclasses.is_dataclass(cls) else converted
-
-    return convert

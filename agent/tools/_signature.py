@@ -2,9 +2,11 @@
 
 A tool may be made from a function, an async function, a bound method, a static or class method, a
 callable instance (its ``__call__``), a :func:`functools.partial` (the arguments it binds are not
-offered to the model) or a builtin whose signature Python can read. What cannot be declared — a
-builtin without a signature, an annotation that does not resolve, a parameter no JSON value can
-stand for — is a :class:`UserError` naming the tool and the parameter, when the tool is made.
+offered to the model) or a builtin whose signature Python can read. ``**kwargs: T`` takes any other
+argument of type T; ``*args: T`` is offered as a list of T under its name. What cannot be declared —
+a builtin without a signature, an annotation that does not resolve, a parameter no JSON value can
+stand for, a constraint no JSON schema can say — is a :class:`UserError` naming the tool and the
+parameter, when the tool is made.
 """
 
 from __future__ import annotations
@@ -19,16 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
+from ._constraints import UnsaidConstraint
 from ._context import ToolContext
-from ._schema import (
-    NoSchema,
-    annotation_text,
-    converter_of,
-    docstring_parts,
-    nullable,
-    schema_of,
-    with_default,
-)
+from ._converters import converter_of
+from ._docstrings import docstring_parts
+from ._schema import NoSchema, annotation_text, nullable, schema_of, with_default
 
 
 @dataclass
@@ -40,8 +37,9 @@ class Declared:
     parameters: dict[str, Any]
     converters: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
     context_param: str | None = None
-    positional: tuple[str, ...] = ()  # positional-only parameters, in order
-    defaults: dict[str, Any] = field(default_factory=dict)  # of the positional-only ones
+    positional: tuple[str, ...] = ()  # parameters passed by position, in order (see call_arguments)
+    defaults: dict[str, Any] = field(default_factory=dict)  # of the positional ones
+    var_positional: str | None = None  # '*args': the model gives them as a list of that name
 
 
 def declare(fn: Callable[..., Any], name: str | None, names: dict[str, Any] | None = None) -> Declared:
@@ -70,13 +68,15 @@ def declare(fn: Callable[..., Any], name: str | None, names: dict[str, Any] | No
     required: list[str] = []
     declared = Declared(label, summary, {})
     extra: Any = False
+    star = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
     for param in params:
         hint = hints.get(param.name, Any)
-        if param.kind is param.VAR_POSITIONAL:
-            continue
         if param.kind is param.VAR_KEYWORD:  # **kwargs: any other argument, of its annotated type
             extra = _schema(hint, label, param.name) or True
             continue
+        if param.kind is param.VAR_POSITIONAL:  # '*args: int': an optional list 'args' of integers
+            declared.var_positional = param.name
+            hint = list[hint]  # type: ignore[valid-type]
         if _is_context(hint):
             declared.context_param = param.name
             continue
@@ -85,11 +85,12 @@ def declare(fn: Callable[..., Any], name: str | None, names: dict[str, Any] | No
             schema = nullable(schema)  # 'x: int = None': the model may say null too
         if param.name in docs and "description" not in schema:
             schema["description"] = docs[param.name]
-        if param.default is param.empty:
+        if param.default is param.empty and param.kind is not param.VAR_POSITIONAL:
             required.append(param.name)
         elif param.default is not None:
             with_default(schema, param.default)
-        if param.kind is param.POSITIONAL_ONLY:
+        # before a '*args', every parameter goes by position (else only the positional-only ones)
+        if param.kind is param.POSITIONAL_ONLY or (star is not None and param.kind is param.POSITIONAL_OR_KEYWORD):
             declared.positional += (param.name,)
             if param.default is not param.empty:
                 declared.defaults[param.name] = param.default
@@ -103,8 +104,10 @@ def declare(fn: Callable[..., Any], name: str | None, names: dict[str, Any] | No
 
 
 def call_arguments(declared: Declared, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-    """The positional and keyword arguments for the function: positional-only ones in their order."""
-    if not declared.positional:
+    """The positional and keyword arguments for the function: the positional ones in their order (a
+    left-out one as its default), then the items of a ``*args`` list."""
+    star = declared.var_positional
+    if not declared.positional and star not in kwargs:
         return [], kwargs
     kwargs = dict(kwargs)
     args: list[Any] = []
@@ -114,7 +117,9 @@ def call_arguments(declared: Declared, kwargs: dict[str, Any]) -> tuple[list[Any
         elif pname in declared.defaults:
             args.append(declared.defaults[pname])
         else:
-            break
+            break  # a required one left out: the function says so
+    if star is not None and star in kwargs:
+        args.extend(kwargs.pop(star) or ())
     return args, kwargs
 
 
@@ -189,6 +194,12 @@ def _holder() -> Callable[[], None]:
 def _schema(hint: Any, label: str, pname: str) -> dict[str, Any]:
     try:
         return schema_of(hint)
+    except UnsaidConstraint as exc:
+        where = "" if exc.annotation is hint else f" (it holds {annotation_text(exc.annotation)})"
+        raise UserError(
+            f"tool {label}: parameter {pname!r} is annotated {annotation_text(hint)}{where}, whose "
+            f"{exc.constraint!r:.80} cannot go into its JSON schema: {exc.why}"
+        ) from None
     except NoSchema as exc:
         where = "" if exc.annotation is hint else f" (it holds {annotation_text(exc.annotation)})"
         raise UserError(

@@ -11,7 +11,6 @@ derives all of it from a typed Python function and its docstring.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import json
 import logging
@@ -29,6 +28,8 @@ from tracer.errors import json_kind
 
 from ..errors import ToolArgumentsError, ToolExitedError, ToolTimeoutError, UserError
 from ._context import ToolContext
+from ._converters import NoOptionFits
+from ._mismatches import mismatches
 from ._results import MIN_RESULT_CHARS
 from ._schema import kind_text, surely_valid
 from ._signature import _target, call_arguments, declare
@@ -130,24 +131,21 @@ class Tool:
         required = set(self.parameters.get("required") or ())
         parts = []
         for pname, schema in properties.items():
-            kind = kind_text(schema, "|") or ("enum " + "|".join(map(str, schema["enum"])) if "enum" in schema else "any")
-            parts.append(f"{pname}: {kind}{' (required)' if pname in required else ''}")
+            parts.append(f"{pname}: {_kind(schema)}{' (required)' if pname in required else ''}")
+        extra = self.parameters.get("additionalProperties", False)  # left out: not offered, though JSON Schema allows
+        if extra is not False:
+            parts.append(f"{'other' if parts else 'any'} arguments: {_kind(extra if isinstance(extra, dict) else {})}")
         return ", ".join(parts) or "no parameters"
 
     def parse_arguments(self, raw: str) -> dict[str, Any]:
         """The call's arguments, parsed and validated; :class:`ToolArgumentsError` says what is wrong."""
-        try:
-            value = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolArgumentsError(
-                f"arguments for {self.name} are not valid JSON ({exc.msg} at char {exc.pos}): {raw[:200]}; "
-                f"expected a JSON object with {self.signature()}"
-            ) from exc
-        except RecursionError:
-            raise ToolArgumentsError(self._too_deep()) from None
+        value = self._read(raw) if raw.strip() else {}
         if isinstance(value, str) and value.lstrip().startswith("{"):  # an object sent as a JSON string, as
-            with contextlib.suppress(json.JSONDecodeError):               # some models (and servers) do
-                value = json.loads(value)
+            try:                                                        # some models (and servers) do
+                value = self._read(value)
+            except ToolArgumentsError as exc:
+                if not isinstance(exc.__cause__, json.JSONDecodeError):
+                    raise  # JSON, but too long or too deep to read
         if not isinstance(value, dict):
             raise ToolArgumentsError(
                 f"arguments for {self.name} must be a JSON object, not {json_kind(value)}; "
@@ -155,6 +153,23 @@ class Tool:
             )
         try:
             return self.check_arguments(value)
+        except RecursionError:
+            raise ToolArgumentsError(self._too_deep()) from None
+
+    def _read(self, raw: str) -> Any:
+        """``raw`` as JSON; :class:`ToolArgumentsError` says why it cannot be read."""
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ToolArgumentsError(
+                f"arguments for {self.name} are not valid JSON ({exc.msg} at char {exc.pos}): {raw[:200]}; "
+                f"expected a JSON object with {self.signature()}"
+            ) from exc
+        except ValueError as exc:  # an integer longer than Python reads (sys.get_int_max_str_digits())
+            problem = (f"hold an integer of more than {sys.get_int_max_str_digits():,} digits, longer than can be "
+                       f"read; send a shorter number" if "digits" in str(exc) else f"cannot be read ({message_of(exc)})")
+            raise ToolArgumentsError(
+                f"arguments for {self.name} {problem}; expected a JSON object with {self.signature()}") from None
         except RecursionError:
             raise ToolArgumentsError(self._too_deep()) from None
 
@@ -166,11 +181,9 @@ class Tool:
         """``value`` when it matches the schema; :class:`ToolArgumentsError` names each mismatch."""
         if surely_valid(self.parameters, value):
             return value
-        errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.path))
-        if errors:
-            details = "; ".join(
-                f"{'/'.join(str(p) for p in e.path) or '(root)'}: {e.message}" for e in errors[:5]
-            )
+        found = mismatches(self._validator, value)
+        if found:
+            details = "; ".join(f"{path or '(root)'}: {problem}" for path, problem in found)
             raise ToolArgumentsError(
                 f"arguments for {self.name} do not match its schema: {details}; expected {self.signature()}"
             )
@@ -265,11 +278,13 @@ def tool(
     """Make a :class:`Tool` from a typed function (sync or async); usable as ``@tool`` or ``@tool(...)``.
 
     The parameters' JSON schema comes from the annotations (``str``, ``int``, ``float``, ``bool``,
-    lists, tuples, sets, dicts, ``Literal``, ``Enum``, optional types, ``Annotated[T, "description"]``,
+    lists, tuples, sets, dicts, ``Literal``, ``Enum``, optional types and unions,
+    ``Annotated[T, "description"]`` and its constraints (annotated-types', pydantic's ``Field``),
     dataclasses, ``TypedDict``s and pydantic models), their descriptions from the docstring's
     ``Args:`` section (or ``:param name:`` lines), and the tool's description from the docstring's
     text before its first section. The function receives the annotated types: an Enum member, a
-    dataclass or pydantic model instance, a tuple or a set. A parameter annotated
+    dataclass or pydantic model instance, a tuple or a set (for a union, the first of its types, in
+    the order written, that takes the value). ``*args`` is a list of its name. A parameter annotated
     :class:`ToolContext` is not offered to the model: it receives the call's execution context.
     A sync function runs in a worker thread so it cannot block the loop. ``max_result_chars``
     bounds how much of one result the model is shown (see :class:`Tool`).
@@ -369,10 +384,24 @@ def _converted(tool_name: str, pname: str, convert: Callable[[Any], Any], value:
     try:
         return convert(value)
     except Exception as exc:  # a date that is no date, a model's own validator...
-        errors = getattr(exc, "errors", None)  # a pydantic ValidationError lists each problem
-        detail = "; ".join(f"{'/'.join(map(str, e.get('loc', ()))) or '(root)'}: {e.get('msg')}"
-                           for e in errors()[:5]) if callable(errors) else message_of(exc)
-        raise ToolArgumentsError(f"arguments for {tool_name} do not fit its parameters: {pname}: {detail}") from None
+        raise ToolArgumentsError(f"arguments for {tool_name} do not fit its parameters: {pname}: "
+                                 f"{_refusal(exc)}") from None
+
+
+def _refusal(exc: Exception) -> str:
+    """Why a type refused a value: a pydantic ValidationError's problems, each union option's reason."""
+    if isinstance(exc, NoOptionFits):
+        return "fits none of its types (" + "; ".join(
+            f"as {option}: {why if isinstance(why, str) else _refusal(why)}" for option, why in exc.refusals) + ")"
+    errors = getattr(exc, "errors", None)  # a pydantic ValidationError lists each problem
+    if callable(errors):
+        return "; ".join(f"{'/'.join(map(str, e.get('loc', ()))) or '(root)'}: {e.get('msg')}" for e in errors()[:5])
+    return message_of(exc)
+
+
+def _kind(schema: dict[str, Any]) -> str:
+    """What a parameter's schema takes, as the signature says it."""
+    return kind_text(schema, "|") or ("enum " + "|".join(map(str, schema["enum"])) if "enum" in schema else "any")
 
 
 #: The longest exception text the model is shown of a failed call (a 2 MB message would fill its context).
