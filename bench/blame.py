@@ -3,11 +3,17 @@
     .venv/bin/python bench/blame.py                 # 5 scenarios per size
     .venv/bin/python bench/blame.py --per-size 10 --sizes 10,100
     .venv/bin/python bench/blame.py --cases 1000    # the property suite's measures on 1000 scenarios
+    .venv/bin/python bench/blame.py --session 220   # the worst case: a long session whose every message counts
 
 Scenarios come from the property suite's generator (``tests/agent/evidence/planted.py``): a planted
 culprit among look-alike benign items of several kinds, windows and caps on or off. Target: at most
 40 group tests at 100 suspects (growth like the logarithm). Figures depend on the machine's load:
 the load average is printed; compare sizes within one run.
+
+``--session N`` records one session of N turns under a memory window that drops hundreds of
+messages, with a model whose answer counts the messages it sees: removing or restoring any of them
+changes the answer, so group testing splits down to every suspect alone. It prints the suspects,
+the re-runs and the seconds the blame of the last turn took.
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agent import Agent, ConversationMemory, tool
 from agent.evidence import blame
-from agent.providers import FunctionModel
+from agent.providers import FunctionModel, ModelRequest, ModelResponse, calls
 from tests.agent.evidence.planted import depot_model, planted
-from tracer import Store, rank, why
+from tracer import Recorder, Store, rank, why
 
 
 async def sizes(store: Store, wanted: list[int], per_size: int, order: str) -> None:
@@ -64,6 +71,45 @@ async def cases(store: Store, count: int) -> None:
           f"why top 5 {top5}/{count} ({100 * top5 / count:.1f}%), benign items convicted: {benign}")
 
 
+@tool
+def lookup(n: int) -> dict[str, object]:
+    """Look up a record.
+
+    Args:
+        n: the record number
+    """
+    return {"n": n, "value": f"record {n} " + "data " * 50}
+
+
+def counting_model(request: ModelRequest) -> str | ModelResponse:
+    """Answers with how many messages it sees; every third turn looks a record up first."""
+    messages = request.chat_messages()
+    last = messages[-1]
+    if last["role"] == "user":
+        n = int(str(last["content"]).split()[-1])
+        if n % 3 == 0:
+            return calls(("lookup", {"n": n}))
+        return f"Answer to turn {n}: seen {len(messages)} messages."
+    return f"Tool said: {str(last['content'])[:40]}"
+
+
+async def session(store: Store, turns: int) -> None:
+    agent = Agent("counter", provider=FunctionModel(counting_model), tools=[lookup],
+                  memory=ConversationMemory(max_tokens=1500), recorder=Recorder(store), session_id="long")
+    started = time.perf_counter()
+    for i in range(1, turns + 1):
+        result = await agent.run("Please answer question " + "padding " * (i % 7 * 10) + f" {i}")
+        assert result.status == "answered", (i, result.error)
+    store.flush()
+    recorded = time.perf_counter() - started
+    started = time.perf_counter()
+    report = await blame(store, result.run_id, provider=FunctionModel(counting_model), tools=[lookup])
+    took = time.perf_counter() - started
+    print(f"session of {turns} turns recorded in {recorded:.1f} s; blame of the last turn: "
+          f"{len(report.tested)} suspects, {len(report.left_out)} left out by the window, {len(report.groups)} "
+          f"group tests, {report.reruns} re-runs in {took:.1f} s ({1000 * took / max(report.reruns, 1):.1f} ms a re-run)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10,30,100,300", help="suspect counts, comma-separated")
@@ -71,9 +117,13 @@ def main() -> None:
     parser.add_argument("--order", default="rank,context",
                         help="blame's test order(s): rank (why's ranking) and/or context (the culprit at a random place)")
     parser.add_argument("--cases", type=int, default=0, help="run the property measures on this many scenarios")
+    parser.add_argument("--session", type=int, default=0, metavar="N",
+                        help="blame the last turn of an N-turn session whose every message counts")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder, Store.open(Path(folder) / "bench.duckdb") as store:
-        if args.cases:
+        if args.session:
+            asyncio.run(session(store, args.session))
+        elif args.cases:
             asyncio.run(cases(store, args.cases))
         else:
             for order in args.order.split(","):

@@ -73,6 +73,9 @@ class Recorder:
 
     ``listeners`` (:class:`~tracer.RecordingListener`) are told about each run start, stage close
     and run end, with the records as written (redacted): the OTel exporter and the log events use it.
+    ``caches_of``: a recorder on the same store and policy whose record of the items already stored
+    (and of their redacted forms) this one shares: recorders made one per re-run skip the items
+    their base has written.
     """
 
     def __init__(
@@ -82,12 +85,17 @@ class Recorder:
         durability: Durability | str = Durability.EXIT,
         redaction: RedactionPolicy | None = None,
         listeners: Sequence[RecordingListener] = (),
+        caches_of: Recorder | None = None,
     ) -> None:
         self.store = store
         self.durability = Durability(durability)
         self.redaction = redaction if redaction is not None else RedactionPolicy()
         self._redacted: dict[str, Item | None] = {}  # item hash -> its redacted form (None: unchanged)
         self._sent: dict[str, str] = {}  # item hash -> stored hash, for items already handed to the writer
+        if caches_of is not None:  # a recorder made per re-run (a blame's forks) knows what its base stored
+            if caches_of.store is not store or caches_of.redaction != self.redaction:
+                raise ValueError("caches_of: a recorder on the same store with the same redaction policy")
+            self._redacted, self._sent = caches_of._redacted, caches_of._sent
         self._snapshots = SnapshotPacker(self._sent, self._stored_hash)
         self._policy_json: tuple[RedactionPolicy, str | None] | None = None  # (policy, its JSON) cache
         self.listeners: list[RecordingListener] = list(listeners)

@@ -8,6 +8,7 @@ they are written; the policy's description is stored with each run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import json
 import logging
@@ -107,36 +108,11 @@ class RedactionPolicy:
     _clean_strings: dict[str, None] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        compiled = tuple(re.compile(p) for p in self.patterns)
-        object.__setattr__(self, "_compiled", compiled)
-        spellings = {v for k in self.keys for v in _key_spellings(k)}
-        # (a spelling that ends with another adds nothing: 'access_token' ends with 'token')
-        object.__setattr__(self, "_keyset", frozenset(
-            v for v in spellings if not any(v != w and v.endswith(w) for w in spellings)))
-        object.__setattr__(self, "_key_endings", tuple(sorted(self._keyset)))
-        guards = _literal_guards(compiled) if compiled else None
-        object.__setattr__(self, "_guards", guards)
-        # each pattern need only scan a string holding its own literal, unless masking could make a
-        # literal that was not there: one inside the mask, or across its edge (holding '[' or ']')
-        object.__setattr__(self, "_guards_each", guards is not None and all(
-            "[" not in g and "]" not in g and g.lower() not in MASK.lower() for g, _ in guards))
-        # what json_text() looks for in a JSON text before masking it value by value: each key as
-        # it appears in the text, and the patterns' leading literals (None: always mask the values)
-        plain = all(_PLAIN.fullmatch(k) and '"' not in k and "\\" not in k for k in self._keyset) and all(
-            _PLAIN.fullmatch(g) and '"' not in g and "\\" not in g for g, _ in guards or ()
-        )
-        # (a key may also sit inside a JSON string value, escaped: '"args": "{\\"password\\": ..."')
-        needles = tuple(n for k in self._keyset for n in (f'{k}":', f'{k}\\"')) \
-            if plain and (guards or not compiled) else None
-        object.__setattr__(self, "_key_needles", needles)
-        # a sensitive key's field in a text that is not JSON as a whole ('... {"token": "x"} ...')
-        fields = re.compile(
-            r'"([^"\\]*?(?:' + "|".join(re.escape(k) for k in sorted(self._keyset)) + r'))"(\s*:\s*)'
-            r'(?:"(?!\[REDACTED\]")(?:[^"\\]|\\.)*"|[^\s"{\[,}\]][^\s,}\]]*)',
-            re.IGNORECASE,
-        ) if self._keyset else None
-        object.__setattr__(self, "_key_fields", fields)
-        object.__setattr__(self, "_key_quoted", tuple(f'{k}"' for k in sorted(self._keyset)))
+        # what the keys and patterns make (compiled, parsed for their guards) is the same for every
+        # policy of the same keys and patterns: made once (a blame makes a recorder per re-run)
+        derived = _derived(tuple(self.keys), tuple(self.patterns))
+        for name, value in zip(_DERIVED, derived, strict=True):
+            object.__setattr__(self, name, value)
         # keys that are not sensitive and strings that text() leaves as they are, seen lately
         object.__setattr__(self, "_clean_keys", {})
         object.__setattr__(self, "_clean_strings", {})
@@ -413,6 +389,40 @@ def _remember(seen: dict[str, None], text: str) -> None:
     if len(seen) >= _CLEAN_KEPT:
         seen.clear()
     seen[text] = None
+
+
+_DERIVED = ("_compiled", "_keyset", "_key_endings", "_guards", "_guards_each", "_key_needles", "_key_fields",
+            "_key_quoted")
+
+
+@functools.lru_cache(maxsize=64)
+def _derived(keys: tuple[str, ...], patterns: tuple[str, ...]) -> tuple[Any, ...]:
+    """What a policy of ``keys`` and ``patterns`` works with, in the order of ``_DERIVED``."""
+    compiled = tuple(re.compile(p) for p in patterns)
+    spellings = {v for k in keys for v in _key_spellings(k)}
+    # (a spelling that ends with another adds nothing: 'access_token' ends with 'token')
+    keyset = frozenset(v for v in spellings if not any(v != w and v.endswith(w) for w in spellings))
+    guards = _literal_guards(compiled) if compiled else None
+    # each pattern need only scan a string holding its own literal, unless masking could make a
+    # literal that was not there: one inside the mask, or across its edge (holding '[' or ']')
+    guards_each = guards is not None and all(
+        "[" not in g and "]" not in g and g.lower() not in MASK.lower() for g, _ in guards)
+    # what json_text() looks for in a JSON text before masking it value by value: each key as
+    # it appears in the text, and the patterns' leading literals (None: always mask the values)
+    plain = all(_PLAIN.fullmatch(k) and '"' not in k and "\\" not in k for k in keyset) and all(
+        _PLAIN.fullmatch(g) and '"' not in g and "\\" not in g for g, _ in guards or ()
+    )
+    # (a key may also sit inside a JSON string value, escaped: '"args": "{\\"password\\": ..."')
+    needles = tuple(n for k in keyset for n in (f'{k}":', f'{k}\\"')) \
+        if plain and (guards or not compiled) else None
+    # a sensitive key's field in a text that is not JSON as a whole ('... {"token": "x"} ...')
+    fields = re.compile(
+        r'"([^"\\]*?(?:' + "|".join(re.escape(k) for k in sorted(keyset)) + r'))"(\s*:\s*)'
+        r'(?:"(?!\[REDACTED\]")(?:[^"\\]|\\.)*"|[^\s"{\[,}\]][^\s,}\]]*)',
+        re.IGNORECASE,
+    ) if keyset else None
+    return (compiled, keyset, tuple(sorted(keyset)), guards, guards_each, needles, fields,
+            tuple(f'{k}"' for k in sorted(keyset)))
 
 
 def _literal_guards(compiled: tuple[re.Pattern[str], ...]) -> tuple[tuple[str, bool], ...] | None:

@@ -311,6 +311,7 @@ async def blame(
     if include_left_out:
         report.left_out = _left_out(recording, {s.item_hash for s in tested})
     executions, controls = Once(), Controls()
+    recorder = recorder if recorder is not None else Recorder(store)  # one for every re-run: its caches too
     progress = on_progress or (lambda _line: None)
     reruns = 0
 

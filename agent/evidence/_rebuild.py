@@ -193,7 +193,7 @@ class ForkRecorder(Recorder):
         edit: dict[str, Any] | None = None, labels: Sequence[str] = (),
     ) -> None:
         super().__init__(base.store, durability=base.durability, redaction=base.redaction,
-                         listeners=getattr(base, "listeners", ()))
+                         listeners=getattr(base, "listeners", ()), caches_of=base)
         self.source, self.kind, self.fork_stage, self.edit = source, kind, stage, edit
         self.labels = _unique([*source.data.run.labels, *labels, kind])
 

@@ -10,6 +10,7 @@ say what the window left out, call by call (every message, by reference: see :mo
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -110,15 +111,20 @@ class RecordedRun:
     failure: tuple[str, str] | None = None  # (reason, message) of an error stage
     names: dict[str, str] = field(default_factory=dict)  # item hash -> its human name (tracer.item_names)
 
-    @property
+    @functools.cached_property
     def history_runs(self) -> frozenset[str]:
-        """The earlier runs the conversation history came from."""
+        """The earlier runs the conversation history came from (a recording is read once, never changed)."""
         return frozenset(ci.origin.run_id for ci in self.history if ci.origin.run_id and ci.origin.run_id != self.run_id)
 
     def left_out_keys(self) -> list[Counter[MessageKey]]:
-        """Per recorded call, the keys of the messages its memory window left out (see :mod:`._window`)."""
-        runs = self.history_runs
-        return [Counter(message_key(e.item_hash, e.origin, runs) for e in i.window_left_out) for i in self.inferences]
+        """Per recorded call, the keys of the messages its memory window left out (see :mod:`._window`);
+        made once per recording (a blame re-runs it hundreds of times), to be read, not changed."""
+        keys: list[Counter[MessageKey]] | None = self.__dict__.get("_left_out_keys")
+        if keys is None:
+            runs = self.history_runs
+            keys = self.__dict__["_left_out_keys"] = [
+                Counter(message_key(e.item_hash, e.origin, runs) for e in i.window_left_out) for i in self.inferences]
+        return keys
 
     def name(self, item_hash: str) -> str:
         """The item's human name in this run (its short hash when it has none)."""

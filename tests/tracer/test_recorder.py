@@ -287,3 +287,38 @@ def test_a_recorder_past_its_bound_of_items_sends_only_items_it_never_packed(tmp
     store.flush()
     assert [e.item_hash for e in store.load_run(stage.run.id).inputs[stage.id]] == [shared[0].item.hash] * 2
     store.close()
+
+
+# ------------------------------------------------------------------ recorders sharing what was stored
+
+
+def test_a_recorder_sharing_its_bases_caches_stores_each_item_once_and_masked(tmp_path: Path) -> None:
+    secret = Item.of_text("user", "my password=hunter2-prod, please")
+    plain = Item.of_text("user", "nothing to hide")
+    with Store.open(tmp_path / "fp.duckdb") as store, Store.open(tmp_path / "other.duckdb") as other:
+        base = Recorder(store)
+        forks = [Recorder(store, caches_of=base) for _ in range(3)]
+        for recorder in (base, *forks):
+            run = recorder.start_run(agent="a", input="hi")
+            with run.stage("inference", "call") as stage:
+                stage.inputs([ContextItem(secret, Origin("user")), ContextItem(plain, Origin("user"))])
+            run.end("answered", output="ok")
+        store.flush()
+        texts = [row[0] for row in store.query("SELECT text FROM fp_item ORDER BY 1")]
+        assert texts == ["my [REDACTED], please", "nothing to hide"]
+        assert store.query("SELECT count(*) FROM fp_run")[0][0] == 4
+        # the snapshots of every run name the stored (masked) item
+        assert not any("hunter2" in str(row) for row in store.query("SELECT * FROM fp_snapshot"))
+        with pytest.raises(ValueError, match="same store"):
+            Recorder(other, caches_of=base)
+        with pytest.raises(ValueError, match="same redaction policy"):
+            Recorder(store, caches_of=base, redaction=RedactionPolicy.none())
+
+
+def test_policies_of_the_same_keys_and_patterns_mask_alike_whatever_they_were_given_as() -> None:
+    made = RedactionPolicy(keys=("password",), patterns=(r"sk-\w+",))
+    again = RedactionPolicy(keys=["password"], patterns=[r"sk-\w+"])  # type: ignore[arg-type]
+    value = {"password": "x", "note": "key sk-abc123 here", "other": "kept"}
+    assert made.value(value) == again.value(value) == {"password": "[REDACTED]", "note": "key [REDACTED] here",
+                                                       "other": "kept"}
+    assert RedactionPolicy.none().value(value) == value
