@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tracer import DroppedContext, Origin
+from tracer import DroppedContext, Origin, one_line
 
 from ._blame import BlameReport, Suspect
 from ._counterfactual import CounterfactualResult
@@ -12,9 +12,10 @@ from ._replay import ReplayResult
 
 
 def short(text: str | None, limit: int = 70) -> str:
-    """``text`` on one line, cut to ``limit`` characters, quoted."""
-    flat = " ".join((text or "").split())
-    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+    """``text`` on one line, cut to ``limit`` columns with an ellipsis, quoted; its control
+    characters written as ``\\xNN``, as ``footprint show`` and ``why`` write them (not ``repr``'s
+    doubled backslashes)."""
+    return f"'{one_line(text, limit)}'"
 
 
 def _origin(origin: Origin) -> str:
