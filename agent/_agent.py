@@ -47,8 +47,16 @@ class ModelSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_body(self, provider: Provider) -> dict[str, Any]:
-        """The settings item's body."""
-        body: dict[str, Any] = {"model": self.model or getattr(provider, "model", "") or provider.name}
+        """The settings item's body.
+
+        ``model`` is the model the request asks for: this agent's, else the provider's own. Under a
+        :class:`~agent.providers.FallbackProvider` or :class:`~agent.providers.ProviderRouter` each
+        provider with a model of its own is asked for it and the agent's goes to the others (a
+        router routes on it): ``model`` is left out unless every provider would be asked for the
+        same one, and the agent's choice, when it is not simply that, is kept as ``agent_model``
+        (:meth:`~agent.providers.Provider.settings_for`).
+        """
+        body: dict[str, Any] = dict(provider.settings_for(self.model))
         for key in ("temperature", "max_tokens", "top_p", "seed"):
             value = getattr(self, key)
             if value is not None:

@@ -15,11 +15,14 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracer import ContextItem, ItemKind
+from tracer import ContextItem, Item, ItemKind, Origin, OriginKind
 
 from ..errors import RealModelBlockedError
 
 SYSTEM_KINDS = frozenset({ItemKind.SYSTEM, ItemKind.PROMPT_SECTION, ItemKind.MEMORY, ItemKind.SUMMARY})
+#: The settings key that keeps the agent's model apart from ``model`` when a chain or router does
+#: not simply ask for it (see :meth:`Provider.settings_for`); OpenAIProvider never sends it.
+AGENT_MODEL = "agent_model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +57,9 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
-    """One provider tried for a request: who, and how it ended (``answered``, ``failed``, ``skipped``,
-    ``cancelled``); for a failure, the error and whether it handed the request on."""
+    """One provider tried for a request: who, the model it was asked for (``model``; "" when it was
+    skipped or handed the request on itself), and how it ended (``answered``, ``failed``,
+    ``skipped``, ``cancelled``); for a failure, the error and whether it handed the request on."""
 
     provider: str
     outcome: str
@@ -64,11 +68,14 @@ class Attempt:
     error_type: str = ""
     fell_back: bool = False
     seconds: float = 0.0
+    model: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form recorded on the inference stage."""
         body: dict[str, Any] = {"provider": self.provider, "type": self.type, "outcome": self.outcome,
                                 "seconds": round(self.seconds, 6)}
+        if self.model:
+            body["model"] = self.model
         if self.error:
             body.update(error=self.error, error_type=self.error_type, fell_back=self.fell_back)
         return body
@@ -146,6 +153,20 @@ class ModelRequest:
         """The requested model name ("" when no settings name one)."""
         return str(self.settings().get("model", ""))
 
+    @property
+    def requested_model(self) -> str:
+        """The model the agent asked for ("" for none): :data:`AGENT_MODEL` when the settings keep
+        it apart from ``model`` (a chain or router whose providers have models of their own), else
+        ``model``. What a router's ``select`` should route on."""
+        settings = self.settings()
+        return str(settings.get(AGENT_MODEL) or settings.get("model") or "")
+
+    def with_model(self, model: str, source: str) -> ModelRequest:
+        """This request asking for ``model``: a settings item naming it is added last (settings
+        merge in order), with ``source`` (who chose it) as its origin."""
+        settings = Item(ItemKind.SETTINGS, {"model": model})
+        return ModelRequest((*self.context, ContextItem(settings, Origin(OriginKind.CONFIG, source=source))))
+
     def system_text(self) -> str:
         """The system message: prompt sections, memory facts and summaries joined in order."""
         return "\n\n".join(ci.item.text for ci in self.context if ci.item.kind in SYSTEM_KINDS)
@@ -214,6 +235,32 @@ class Provider(ABC):
     def is_ready(self) -> bool:
         """True when the provider is configured and open (default: always)."""
         return True
+
+    @property
+    def configured_model(self) -> str:
+        """The model this provider was set up to ask for, "" when it has none of its own (a test
+        model, a chain, a router, an :class:`OpenAIProvider` given no model). In a chain or router
+        a provider's own model is the one it is asked for, whatever the agent names (default: its
+        ``model`` attribute)."""
+        return str(getattr(self, "model", "") or "")
+
+    def model_for(self, requested: str) -> str:
+        """The model a request naming ``requested`` ("" for none) asks this provider for: the
+        requested one, else its ``model``; a provider with neither (a test model) is named for
+        itself. A chain or router says "" when that depends on which of its providers answers."""
+        return requested or str(getattr(self, "model", "") or "") or self.name
+
+    def settings_for(self, requested: str) -> dict[str, str]:
+        """The model entries of an agent's settings item when the agent names ``requested`` ("" for
+        none): ``model``, what the request asks for (left out when no single model is: a chain whose
+        providers ask for different ones), and :data:`AGENT_MODEL`, the agent's own choice, when
+        that is not simply what is asked (a chain or router passes it on to providers without a
+        model of their own, and a router routes on it)."""
+        model = self.model_for(requested)
+        entries = {"model": model} if model else {}
+        if requested and requested != model:
+            entries[AGENT_MODEL] = requested
+        return entries
 
     @abstractmethod
     async def complete(self, request: ModelRequest) -> ModelResponse:

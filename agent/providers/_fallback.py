@@ -7,6 +7,12 @@ invalid request, a blocked real-model call or a request cancelled through :meth:
 fail everywhere (or must not be papered over), so those are raised at once. A provider that is not
 ready (:meth:`Provider.is_ready`) is skipped. Every provider tried is an :class:`Attempt` on the
 response (and on the error when all fail), which the agent's loop records on the inference stage.
+
+Each provider is asked for its own model (:attr:`Provider.configured_model`): a chain of
+``OpenAIProvider("gpt-4o-mini")`` and ``OpenAIProvider("llama3.1")`` asks the first for gpt-4o-mini
+and the second for llama3.1, whatever the agent names. The agent's model (``Agent(model=...)``)
+goes to the providers with no model of their own; a router also routes on it. Each attempt records
+the model it asked for.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import asyncio
 import copy
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 from ..errors import (
@@ -49,14 +55,31 @@ def falls_back(error: BaseException) -> bool:
     return isinstance(error, Exception) and not isinstance(error, _FINAL_ERRORS)
 
 
-def attempt_of(provider: Provider, error: Exception | None, started: float, *, fell_back: bool = False) -> Attempt:
-    """The :class:`Attempt` for one try of ``provider`` (``error`` None: it answered)."""
+def request_for(provider: Provider, request: ModelRequest, wrapper: str) -> ModelRequest:
+    """``request`` as a chain or router (named ``wrapper``) hands it to ``provider``: asking for the
+    provider's own model if it has one, else for the model the agent asked for."""
+    model = provider.configured_model or request.requested_model
+    if not model or model == request.model:
+        return request
+    return request.with_model(model, f"{wrapper}:{provider.name}")
+
+
+def models_asked(providers: Iterable[Provider], requested: str) -> str:
+    """The one model ``providers`` would each be asked for when the agent names ``requested``, or ""
+    when they would be asked for different ones."""
+    models = {provider.configured_model or provider.model_for(requested) for provider in providers}
+    return models.pop() if len(models) == 1 else ""
+
+
+def attempt_of(provider: Provider, error: Exception | None, started: float, *, fell_back: bool = False,
+               model: str = "") -> Attempt:
+    """The :class:`Attempt` for one try of ``provider`` asking for ``model`` (``error`` None: it answered)."""
     seconds = time.perf_counter() - started
     if error is None:
-        return Attempt(provider.name, "answered", provider.type, seconds=seconds)
+        return Attempt(provider.name, "answered", provider.type, seconds=seconds, model=model)
     outcome = "cancelled" if isinstance(error, ProviderCancelledError) else "failed"
     return Attempt(provider.name, outcome, provider.type, str(error) or type(error).__name__,
-                   type(error).__name__, fell_back, seconds)
+                   type(error).__name__, fell_back, seconds, model)
 
 
 def all_failed(name: str, failures: list[tuple[Provider, Exception]], attempts: list[Attempt]) -> ProviderError:
@@ -101,7 +124,8 @@ class FallbackProvider(Provider):
     all. A stream falls back only while nothing has been yielded. ``on_fallback(provider, error)``
     is called each time a provider's failure hands the request to the next one.
     :attr:`current_provider` is the provider being tried now (or the last one that answered), and
-    :meth:`cancel` stops the request in flight without trying another provider.
+    :meth:`cancel` stops the request in flight without trying another provider. Each provider is
+    asked for its own model, the agent's going to those with none (see the module's docstring).
     """
 
     type = "fallback"
@@ -124,6 +148,15 @@ class FallbackProvider(Provider):
         """True when at least one provider of the chain is ready."""
         return any(provider.is_ready() for provider in self.providers)
 
+    @property
+    def configured_model(self) -> str:
+        """None (""): a chain has no model of its own; each of its providers asks for its own."""
+        return ""
+
+    def model_for(self, requested: str) -> str:
+        """The model every provider of the chain would be asked for, or "" when they differ."""
+        return models_asked(self.providers, requested)
+
     def cancel(self) -> bool:
         """Cancel every request in flight; each raises :class:`ProviderCancelledError` (no fallback).
 
@@ -145,13 +178,15 @@ class FallbackProvider(Provider):
                 attempts.append(Attempt(provider.name, "skipped", provider.type, "not ready", "NotReady", True))
                 continue
             self.current_provider = provider
+            sent = request_for(provider, request, self.type)
+            model = provider.model_for(sent.model)
             started = time.perf_counter()
             try:
-                response = await self._attempt(provider, request, generation)
+                response = await self._attempt(provider, sent, generation)
             except Exception as error:
-                self._failed(provider, error, started, failures, attempts)
+                self._failed(provider, error, started, failures, attempts, model)
                 continue
-            attempts.append(attempt_of(provider, None, started))
+            attempts.append(attempt_of(provider, None, started, model=model))
             return dataclasses.replace(response, attempts=(*response.attempts, *attempts))
         raise all_failed(self.name, failures, attempts) if failures else not_ready(self.name, attempts)
 
@@ -182,16 +217,18 @@ class FallbackProvider(Provider):
                 attempts.append(Attempt(provider.name, "skipped", provider.type, "not ready", "NotReady", True))
                 continue
             self.current_provider = provider
+            sent = request_for(provider, request, self.type)
+            model = provider.model_for(sent.model)
             emitted = False
             started = time.perf_counter()
             try:
-                async for event in provider.stream(request):
+                async for event in provider.stream(sent):
                     if generation != self._cancelled:
                         raise ProviderCancelledError(f"{self.name}: the stream from {provider.name} was cancelled",
                                                      provider=provider.name)
                     emitted = True
                     if isinstance(event, ResponseDone):
-                        attempts.append(attempt_of(provider, None, started))
+                        attempts.append(attempt_of(provider, None, started, model=model))
                         response = event.response
                         event = ResponseDone(dataclasses.replace(response, attempts=(*response.attempts, *attempts)))
                     yield event
@@ -199,12 +236,13 @@ class FallbackProvider(Provider):
             except Exception as error:
                 if emitted:
                     raise
-                self._failed(provider, error, started, failures, attempts)
+                self._failed(provider, error, started, failures, attempts, model)
         raise all_failed(self.name, failures, attempts) if failures else not_ready(self.name, attempts)
 
     def count_tokens(self, request: ModelRequest) -> int:
         """The first provider's estimate (the one that will be tried first)."""
-        return self.providers[0].count_tokens(request)
+        first = self.providers[0]
+        return first.count_tokens(request_for(first, request, self.type))
 
     async def list_models(self) -> list[str]:
         """Every provider's models, in chain order, without duplicates; a provider that is down is skipped."""
@@ -221,10 +259,10 @@ class FallbackProvider(Provider):
 
     def _failed(
         self, provider: Provider, error: Exception, started: float, failures: list[tuple[Provider, Exception]],
-        attempts: list[Attempt],
+        attempts: list[Attempt], model: str,
     ) -> None:
         moves_on = falls_back(error)
-        attempts.append(attempt_of(provider, error, started, fell_back=moves_on))
+        attempts.append(attempt_of(provider, error, started, fell_back=moves_on, model=model))
         if not moves_on:
             error.attempts = list(attempts)  # type: ignore[attr-defined]
             raise error

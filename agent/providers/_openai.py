@@ -19,7 +19,9 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from tracer import RedactionPolicy
 
 from ..errors import (
     ProviderAuthError,
@@ -58,6 +60,12 @@ CHAT_SETTINGS = frozenset({
 #: Settings that are invalid without tools, dropped when a request offers none.
 _TOOL_SETTINGS = frozenset({"tool_choice", "parallel_tool_calls"})
 
+#: What masks a URL's credentials: the recorder's default policy (the one MCPConnection masks its
+#: messages with), and, in a URL's query, any parameter whose name ends in ``key`` (``?key=...``).
+_CREDENTIALS = RedactionPolicy()
+_QUERY_CREDENTIALS = RedactionPolicy.with_extra(keys=("key",))
+MASK = "[REDACTED]"
+
 Sleep = Callable[[float], Awaitable[None]]
 RetryHook = Callable[[int, float, ProviderError], None]
 _T = TypeVar("_T")
@@ -91,6 +99,32 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def masked_url(url: str) -> str:
+    """``url`` as a repr or an error message shows it, its credentials masked: the password of its
+    user info (or the whole user info when it is one word: a token given as the user), the value of
+    each query parameter the redaction policy calls sensitive (``?api_key=...``, ``?token=...``,
+    ``?key=...``), and whatever else the policy's patterns find (an ``sk-...`` key in the path)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _CREDENTIALS.text(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        netloc = f"{user}:{MASK}@{host}" if colon else f"{MASK}@{host}"
+    query = "&".join(_masked_parameter(pair) for pair in parts.query.split("&")) if parts.query else ""
+    return _CREDENTIALS.text(urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)))
+
+
+def _masked_parameter(pair: str) -> str:
+    name, equals, value = pair.partition("=")
+    if not equals:
+        return pair
+    key = unquote(name.replace("+", " "))
+    return f"{name}={MASK}" if _QUERY_CREDENTIALS.value({key: value}) != {key: value} else pair
+
+
 def is_loopback_url(url: str) -> bool:
     """True when ``url`` points at this machine (127.0.0.0/8, ::1 or localhost)."""
     host = urlsplit(url).hostname
@@ -113,6 +147,11 @@ class OpenAIProvider(Provider):
     else ``jitter(min(backoff_max, backoff_base * 2**attempt))``; a ``Retry-After`` longer than
     ``max_retry_after`` is not waited for — the rate-limit error is raised with ``retry_after`` set, so
     a :class:`FallbackProvider` can move on. Authentication and validation errors are never retried.
+
+    ``model`` is the model asked when the request names none (``gpt-4o-mini`` when not given). Given,
+    it is this provider's own model: in a :class:`FallbackProvider` or :class:`ProviderRouter` it
+    is asked whatever the agent names (see :attr:`configured_model`). Its repr and its errors show
+    ``base_url`` with its credentials masked (:func:`masked_url`).
     """
 
     name = "openai"
@@ -134,6 +173,7 @@ class OpenAIProvider(Provider):
         on_retry: RetryHook | None = None,
     ) -> None:
         self.model = model or DEFAULT_MODEL
+        self._model_given = bool(model)
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff_base = backoff_base
@@ -162,13 +202,19 @@ class OpenAIProvider(Provider):
             self._client = openai.AsyncOpenAI(api_key=key, base_url=url, timeout=timeout, max_retries=0)
             self._owns_client = True
         self.base_url = str(self._client.base_url).rstrip("/")
+        self._shown_url = masked_url(self.base_url)  # what reprs and errors say: no credentials
         #: A loopback server is not the network: it stays allowed while real models are blocked.
         self.real = not is_loopback_url(self.base_url)
         self.type = "openai" if self.real else "local"
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
+        return f"OpenAIProvider(model={self.model!r}, base_url={self._shown_url!r})"
+
+    @property
+    def configured_model(self) -> str:
+        """The model this provider was given (or later set to); "" when it only has the default."""
+        return self.model if self._model_given or self.model != DEFAULT_MODEL else ""
 
     def is_ready(self) -> bool:
         """True until :meth:`aclose` (a key, or a local server, was found when it was made)."""
@@ -207,7 +253,7 @@ class OpenAIProvider(Provider):
         attempt = 0
         while True:
             emitted = False
-            assembly = StreamAssembly(model, self.name, self.base_url)
+            assembly = StreamAssembly(model, self.name, self._shown_url)
             try:
                 chunks = await self._client.chat.completions.create(**kwargs)
                 async with chunks:  # closes the connection when the caller stops early
@@ -229,7 +275,7 @@ class OpenAIProvider(Provider):
         if not assembly.chunks or not isinstance(exc, openai.APIConnectionError) or isinstance(
                 exc, openai.APITimeoutError):
             return exc
-        cut = ProviderConnectionError(f"{self.name} ({model}): the stream from {self.base_url} was cut short after "
+        cut = ProviderConnectionError(f"{self.name} ({model}): the stream from {self._shown_url} was cut short after "
                                       f"{assembly.chunks} chunk(s): {exc.__cause__ or exc}", provider=self.name)
         cut.__cause__ = exc
         return cut
@@ -296,7 +342,7 @@ class OpenAIProvider(Provider):
 
         if isinstance(exc, ProviderError):
             return exc, None
-        where, url, name = f"{self.name} ({model})", self.base_url, self.name
+        where, url, name = f"{self.name} ({model})", self._shown_url, self.name
         if isinstance(exc, openai.APITimeoutError):
             return ProviderTimeoutError(f"{where}: no response from {url} within {self.timeout}s", provider=name), None
         if isinstance(exc, openai.APIConnectionError):
@@ -346,7 +392,7 @@ class OpenAIProvider(Provider):
         return arguments
 
     def _response(self, completion: Any, model: str) -> ModelResponse:
-        return read_completion(completion, model=model, provider=self.name, base_url=self.base_url)
+        return read_completion(completion, model=model, provider=self.name, base_url=self._shown_url)
 
 
 def _error_detail(exc: openai.APIStatusError) -> str:

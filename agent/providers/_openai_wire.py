@@ -68,7 +68,16 @@ def read_completion(completion: Any, *, model: str, provider: str, base_url: str
 
 
 class StreamAssembly:
-    """Accumulates stream chunks: text, tool-call fragments by index, finish reason and usage."""
+    """Accumulates stream chunks: text, tool-call fragments, finish reason and usage.
+
+    Servers stream parallel tool calls in several ways, all assembled alike: an ``index`` per call
+    (OpenAI, vLLM), ``index`` 0 for every call with a new ``id`` for each (Ollama behind LiteLLM,
+    Gemini's OpenAI endpoint, some SGLang builds), no index at all with the id in every fragment,
+    or an id on each call's first fragment only. So: a fragment with an id not seen before starts a
+    new call; the same id, or none, continues the current call at its index (no index: the call
+    the fragment follows; with neither index nor id, a name starts a call). Calls are kept in the
+    order they started.
+    """
 
     def __init__(self, model: str, provider: str = "openai", base_url: str = "") -> None:
         self.model = model
@@ -77,7 +86,9 @@ class StreamAssembly:
         self.response_id: str | None = None
         self.text: list[str] = []
         self.refusal: list[str] = []
-        self.calls: dict[int, dict[str, str]] = {}
+        self.calls: list[dict[str, str]] = []  # in the order they started
+        self._at_index: dict[int, int] = {}  # a stream index -> the call now streaming at it
+        self._by_id: dict[tuple[int | None, str], int] = {}  # (index, id) -> its call
         self.finish_reason: str | None = None
         self.usage = Usage()
         self.chunks = 0
@@ -114,18 +125,39 @@ class StreamAssembly:
         return text
 
     def _add_call(self, delta: Any) -> None:
-        # The first fragment of a call carries its id and name; later ones only argument text.
         index = _index(field(delta, "index"))
         call_id, function = _identifier(field(delta, "id")), field(delta, "function")
         name = _identifier(field(function, "name"))
-        if index is None:  # no index: a fragment with an id or a name starts a call, others continue the last
-            index = max(self.calls, default=-1) + (1 if call_id or name or not self.calls else 0)
-        call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
-        if call_id and not call["id"]:
+        position = self._call_of(index, call_id, name)
+        if index is not None:
+            self._at_index[index] = position
+        call = self.calls[position]
+        if call_id and not call["id"]:  # a call whose id comes after its first fragment
             call["id"] = call_id
+        if call_id:
+            self._by_id[(index, call_id)] = self._by_id[(None, call_id)] = position
         if name:
             call["name"] = name  # some servers repeat the name in every fragment
         call["arguments"] += argument_text(field(function, "arguments"))
+
+    def _call_of(self, index: int | None, call_id: str, name: str) -> int:
+        """The position of the call a fragment belongs to, a new call's when it starts one."""
+        if call_id:
+            # the id again: the same call, whatever came in between (at the same index: a server
+            # may give two calls at different indexes one id, and those are two calls)
+            known = self._by_id.get((index, call_id))
+            if known is not None:
+                return known
+        if index is not None:
+            current = self._at_index.get(index)
+        else:  # no index: the fragment continues the call it follows, unless a name says it starts one
+            current = len(self.calls) - 1 if self.calls and (call_id or not name) else None
+        if current is not None and call_id and self.calls[current]["id"] not in ("", call_id):
+            current = None  # an id not seen before: a new call, even at an index in use
+        if current is None:
+            self.calls.append({"id": "", "name": "", "arguments": ""})
+            current = len(self.calls) - 1
+        return current
 
     def response(self) -> ModelResponse:
         """The whole response the chunks describe."""
@@ -140,7 +172,7 @@ class StreamAssembly:
                 f"{self.where}: the stream ended before the response was complete (no finish_reason "
                 f"after {self.chunks} chunk(s))", provider=self.provider
             )
-        tool_calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in (self.calls[i] for i in sorted(self.calls)))
+        tool_calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in self.calls)
         text, finish = _with_refusal("".join(self.text), self.finish_reason, "".join(self.refusal))
         if not text and not tool_calls:
             raise empty_response(self.where, self.base_url, finish, self.provider)

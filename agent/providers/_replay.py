@@ -7,6 +7,13 @@ the response. In replay mode a request is looked up by its key; a request that i
 cassette raises :class:`ReplayMismatchError`, naming the call and listing how it differs from the
 nearest recorded request.
 
+A cassette never holds a secret: the recorder's redaction policy (:class:`tracer.RedactionPolicy`,
+the default one unless ``redaction=`` says otherwise) masks everything written into it — each
+request item, the response's text and tool-call arguments, every name. Requests are keyed and
+matched on their masked form, so a request whose secret differs from the recorded one (another
+API key in the user's message, another password in a tool's result) still replays, and what
+replays is the masked response (a tool call's ``"password"`` argument arrives as ``[REDACTED]``).
+
     model = ReplayProvider("weather", provider=OpenAIProvider(...), mode="record")  # once, online
     model = ReplayProvider("weather")                                               # in tests
 """
@@ -22,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from tracer import ContextItem
+from tracer import ContextItem, Item, RedactionPolicy
 
 from ..errors import ReplayMismatchError, UserError
 from ._base import (
@@ -52,6 +59,22 @@ def cassette_path(cassette: str | os.PathLike[str], root: str | os.PathLike[str]
     if len(path.parts) == 1:
         path = Path(root) / path
     return path
+
+
+def masked(request: ModelRequest, policy: RedactionPolicy) -> ModelRequest:
+    """``request`` with ``policy`` applied to every item (the form a cassette keys and shows)."""
+    if policy.is_noop:
+        return request
+    items = [ci if (item := _masked_item(ci.item, policy)) is ci.item else ContextItem(item, ci.origin)
+             for ci in request.context]
+    return ModelRequest.of(items)
+
+
+def _masked_item(item: Item, policy: RedactionPolicy) -> Item:
+    if not policy.may_change(item.canonical_body):
+        return item
+    body = policy.value(item.body)
+    return item if body == item.body else Item(item.kind, body)
 
 
 def summarize(request: ModelRequest) -> list[dict[str, Any]]:
@@ -123,6 +146,11 @@ class ReplayProvider(Provider):
     exists, else record). The environment variable ``FOOTPRINT_RECORD=1`` turns ``auto`` into
     ``record``, to refresh cassettes after an intended change. A key recorded several times is
     served in the recorded order (the last one again when they run out).
+
+    ``redaction`` masks what is written (default: the recorder's default policy; give a recorder's
+    own policy when it has extra keys or patterns); requests are matched on their masked form.
+    As to models it answers as the recorded provider did, so an agent's settings item (and the
+    request's key) is the same in replay as when it was recorded.
     """
 
     real = False
@@ -135,6 +163,7 @@ class ReplayProvider(Provider):
         provider: Provider | None = None,
         mode: Mode = "replay",
         root: str | os.PathLike[str] = DEFAULT_ROOT,
+        redaction: RedactionPolicy | None = None,
     ) -> None:
         if mode not in ("replay", "record", "auto"):
             raise UserError(f"ReplayProvider: mode must be replay, record or auto, not {mode!r}")
@@ -145,17 +174,21 @@ class ReplayProvider(Provider):
             raise UserError(f"ReplayProvider: recording {self.path} needs the provider to record from")
         self.mode: Mode = mode
         self.provider = provider
+        self.redaction = redaction if redaction is not None else RedactionPolicy()
         self.exchanges: list[Exchange] = []
         self.calls = 0  # requests received
         self._served: dict[str, int] = {}
+        # the recorded provider's name and models: an agent's settings item names the model, so a
+        # replay must answer as the recording did for its requests to match (model_for below)
+        self._configured_model = ""
+        self._models: dict[str, str] = {}  # a model the agent named -> the model the provider asked
         if mode == "replay":
-            # the recorded provider's name and model: an agent's settings item names the model,
-            # so a replay must present the same one for its requests to match the recording
             self.exchanges, self.name, self.model = self._load()
         else:
             assert provider is not None
             self.name = provider.name
             self.model = str(getattr(provider, "model", "") or "")
+            self._configured_model = provider.configured_model
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._write()  # a re-recording starts from an empty cassette
         self._by_key: dict[str, list[Exchange]] = {}
@@ -163,6 +196,20 @@ class ReplayProvider(Provider):
             self._by_key.setdefault(exchange.key, []).append(exchange)
 
     # ------------------------------------------------------------------ the provider interface
+
+    @property
+    def configured_model(self) -> str:
+        """The recorded provider's own model ("" when it had none)."""
+        return self._configured_model
+
+    def model_for(self, requested: str) -> str:
+        """What the recorded provider answered (recording: what it answers, kept for the replay)."""
+        if self.mode == "record":
+            assert self.provider is not None
+            self._models[requested] = self.provider.model_for(requested)
+            return self._models[requested]
+        known = self._models.get(requested)
+        return known if known is not None else super().model_for(requested)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """The recorded response for ``request`` (record mode: the wrapped provider's, written down)."""
@@ -196,7 +243,7 @@ class ReplayProvider(Provider):
     # ------------------------------------------------------------------ replay
 
     def _lookup(self, request: ModelRequest) -> ModelResponse:
-        key = request.key
+        key = masked(request, self.redaction).key
         recorded = self._by_key.get(key)
         if not recorded:
             raise self._mismatch(request)
@@ -212,7 +259,7 @@ class ReplayProvider(Provider):
                 f"mode='record' (or FOOTPRINT_RECORD=1 with mode='auto')",
                 stage=stage,
             )
-        mine = summarize(request)
+        mine = summarize(masked(request, self.redaction))
         nearest = max(self.exchanges, key=lambda e: (_similarity(mine, e.request), e.turn == self.calls))
         lines = item_diff(nearest.request, mine)
         difference = "\n".join(lines) if lines else "  (the items are the same; their hashes differ)"
@@ -229,19 +276,20 @@ class ReplayProvider(Provider):
     # ------------------------------------------------------------------ record
 
     def _keep(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
-        exchange = Exchange(request.key, len(self.exchanges) + 1, summarize(request), response)
+        """Write the exchange down masked; the caller gets the response as it came."""
+        shown = masked(request, self.redaction)
+        exchange = Exchange(shown.key, len(self.exchanges) + 1, summarize(shown), response)
+        if not self.redaction.is_noop:
+            exchange = Exchange.from_dict(self.redaction.value(exchange.to_dict()))
         self.exchanges.append(exchange)
         self._by_key.setdefault(exchange.key, []).append(exchange)
         self._write()  # after every exchange: an interrupted recording keeps what it has
         return response
 
     def _write(self) -> None:
-        document = {
-            "format": FORMAT,
-            "provider": self.name,
-            "model": self.model,
-            "exchanges": [e.to_dict() for e in self.exchanges],
-        }
+        header = self.redaction.value({"provider": self.name, "model": self.model,
+                                       "configured_model": self._configured_model, "models": self._models})
+        document = {"format": FORMAT, **header, "exchanges": [e.to_dict() for e in self.exchanges]}
         text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
         fd, tmp = tempfile.mkstemp(prefix=self.path.name, suffix=".tmp", dir=self.path.parent)
         try:
@@ -270,6 +318,9 @@ class ReplayProvider(Provider):
                 exchanges.append(Exchange.from_dict(data))
             except (KeyError, TypeError, ValueError) as exc:
                 raise UserError(f"ReplayProvider: exchange {index + 1} of {self.path} is malformed: {exc!r}") from exc
+        self._configured_model = str(document.get("configured_model") or "")
+        models = document.get("models")
+        self._models = {str(k): str(v) for k, v in models.items()} if isinstance(models, dict) else {}
         return exchanges, str(document.get("provider") or "replay"), str(document.get("model") or "")
 
 

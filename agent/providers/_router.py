@@ -10,6 +10,10 @@ Three ways to pick a route, the first that applies:
 * otherwise the requested model name picks the route: ``{"gpt-": openai, "llama": local}`` sends
   ``gpt-4o-mini`` to ``openai`` (the longest matching prefix wins), anything else to ``default``.
 
+The route's provider is asked for its own model when it has one (``OpenAIProvider("llama3.1:8b")``),
+else for the model the agent named: the agent's model picks the route, and goes on to a provider
+set up without one. Each attempt records the model it asked for.
+
 :meth:`ProviderRouter.select_provider` gives the decision (a :class:`Route` with its reason, the
 ranked candidates and why others were refused); :meth:`~ProviderRouter.complete_with_fallback`
 tries the ranked routes in order under the fallback rules of :mod:`agent.providers._fallback`;
@@ -27,7 +31,14 @@ from typing import Any
 
 from ..errors import NoRouteError, UserError
 from ._base import Attempt, ModelRequest, ModelResponse, Provider, ResponseDone, StreamEvent, Usage
-from ._fallback import all_failed, attempt_of, falls_back, not_ready
+from ._fallback import (
+    all_failed,
+    attempt_of,
+    falls_back,
+    models_asked,
+    not_ready,
+    request_for,
+)
 from ._pricing import PRICES, Price, cost_of
 
 Selector = Callable[[ModelRequest], str | None]
@@ -130,7 +141,9 @@ class ProviderRouter(Provider):
     ``criteria`` make every request routed that way; ``fallback=True`` makes :meth:`complete` try
     the next ranked route when one fails (:meth:`complete_with_fallback`). Without a strategy,
     ``select(request)`` returns a route name (None: the default; an unknown name is a
-    configuration error), and without ``select`` route names are model-name prefixes.
+    configuration error), and without ``select`` route names are model-name prefixes. A selector
+    reads the agent's model as :attr:`ModelRequest.requested_model` (``request.model`` is the one
+    asked, left out when the routes' providers ask for different ones).
     """
 
     type = "router"
@@ -170,6 +183,21 @@ class ProviderRouter(Provider):
         """True when any routed provider is ready."""
         return any(provider.is_ready() for provider in self._providers())
 
+    @property
+    def configured_model(self) -> str:
+        """None (""): a router has no model of its own; each route's provider asks for its own."""
+        return ""
+
+    def model_for(self, requested: str) -> str:
+        """The model a request naming ``requested`` is sent to, or "" when that depends on the route
+        taken: routing by model prefix knows the route beforehand; a strategy or selector does not."""
+        if self.strategy is None and self.select is None:
+            route, provider = self._by_prefix(requested)
+            model = models_asked([provider], requested)
+            # with no model named, the default's own must not send the request down another route
+            return model if requested or self._by_prefix(model)[0] == route else ""
+        return models_asked(self._providers(), requested)
+
     # ------------------------------------------------------------------ deciding
 
     def available(self) -> dict[str, Provider]:
@@ -193,13 +221,20 @@ class ProviderRouter(Provider):
                     f"(routes: {known}); return one of them, or None for the default"
                 )
             return Route(name, provider, f"the selector chose route {name!r}")
-        model = request.model
-        for prefix in self._prefixes:
-            if model.startswith(prefix):
-                return Route(prefix, self.routes[prefix], f"model {model!r} starts with {prefix!r}")
+        model = request.requested_model
+        name, provider = self._by_prefix(model)
+        if name != DEFAULT_ROUTE:
+            return Route(name, provider, f"model {model!r} starts with {name!r}")
         if not model:
             return Route(DEFAULT_ROUTE, self.default, "the request names no model")
         return Route(DEFAULT_ROUTE, self.default, f"model {model!r} matches no route prefix")
+
+    def _by_prefix(self, model: str) -> tuple[str, Provider]:
+        """The route whose prefix ``model`` starts with (the longest), else the default."""
+        for prefix in self._prefixes:
+            if model.startswith(prefix):
+                return prefix, self.routes[prefix]
+        return DEFAULT_ROUTE, self.default
 
     def select_provider(
         self, criteria: RoutingCriteria | None = None, strategy: str | None = None, *,
@@ -286,15 +321,17 @@ class ProviderRouter(Provider):
         if self.fallback:
             return await self.complete_with_fallback(request)
         route = self.choose(request)
+        sent = request_for(route.provider, request, self.type)
+        model = route.provider.model_for(sent.model)
         started = time.perf_counter()
         try:
-            response = await route.provider.complete(request)
+            response = await route.provider.complete(sent)
         except Exception as error:
-            error.attempts = [attempt_of(route.provider, error, started)]  # type: ignore[attr-defined]
+            error.attempts = [attempt_of(route.provider, error, started, model=model)]  # type: ignore[attr-defined]
             error.route = route.to_dict()  # type: ignore[attr-defined]
             raise
-        return dataclasses.replace(response, route=route.to_dict(),
-                                   attempts=response.attempts or (attempt_of(route.provider, None, started),))
+        return dataclasses.replace(response, route=route.to_dict(), attempts=response.attempts or (
+            attempt_of(route.provider, None, started, model=model),))
 
     async def complete_with_fallback(
         self, request: ModelRequest, criteria: RoutingCriteria | None = None, strategy: str | None = None,
@@ -316,18 +353,20 @@ class ProviderRouter(Provider):
             if not provider.is_ready():
                 attempts.append(Attempt(provider.name, "skipped", provider.type, "not ready", "NotReady", True))
                 continue
+            sent = request_for(provider, request, self.type)
+            model = provider.model_for(sent.model)
             started = time.perf_counter()
             try:
-                response = await provider.complete(request)
+                response = await provider.complete(sent)
             except Exception as error:
                 moves_on = falls_back(error)
-                attempts.append(attempt_of(provider, error, started, fell_back=moves_on))
+                attempts.append(attempt_of(provider, error, started, fell_back=moves_on, model=model))
                 if not moves_on:
                     error.attempts = list(attempts)  # type: ignore[attr-defined]
                     raise
                 failures.append((provider, error))
                 continue
-            attempts.append(attempt_of(provider, None, started))
+            attempts.append(attempt_of(provider, None, started, model=model))
             route = first if name == first.name else dataclasses.replace(
                 first, name=name, provider=provider, reason=f"{first.name} failed; next in order: {name}")
             return dataclasses.replace(response, route=route.to_dict(), attempts=tuple(attempts))
@@ -336,14 +375,20 @@ class ProviderRouter(Provider):
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """A stream from the chosen route's provider (the route is on the final response)."""
         route = self.choose(request)
-        async for event in route.provider.stream(request):
+        sent = request_for(route.provider, request, self.type)
+        model = route.provider.model_for(sent.model)
+        started = time.perf_counter()
+        async for event in route.provider.stream(sent):
             if isinstance(event, ResponseDone):
-                event = ResponseDone(dataclasses.replace(event.response, route=route.to_dict()))
+                response = event.response
+                event = ResponseDone(dataclasses.replace(response, route=route.to_dict(), attempts=response.attempts or (
+                    attempt_of(route.provider, None, started, model=model),)))
             yield event
 
     def count_tokens(self, request: ModelRequest) -> int:
         """The chosen route's provider's estimate."""
-        return self.choose(request).provider.count_tokens(request)
+        provider = self.choose(request).provider
+        return provider.count_tokens(request_for(provider, request, self.type))
 
     async def list_models(self) -> list[str]:
         """Every routed provider's models (default last), without duplicates."""

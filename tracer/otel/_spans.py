@@ -211,7 +211,12 @@ class SpanBuilder(RecordingListener):
         stage, attrs = recorded.stage, recorded.stage.attributes
         sent = [item for _, item in recorded.snapshot()]
         settings = g.settings_of(sent)
-        request_model = str(settings.get("model") or attrs.get("model") or "") or None
+        # what was asked: the settings' model, else (a chain of backends of different models) the
+        # model the answering attempt asked for, else the model that answered
+        attempts = attrs.get("attempts")
+        asked = attempts[-1].get("model") if isinstance(attempts, list) and attempts and isinstance(
+            attempts[-1], dict) else None
+        request_model = str(settings.get("model") or asked or attrs.get("model") or "") or None
         provider = str(attrs.get("provider") or "") or None
         segment.provider = segment.provider or provider
         segment.request_model = segment.request_model or request_model
