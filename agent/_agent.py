@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -317,5 +318,5 @@ class Agent:
         for t in self.tools.values():
             if t.close is not None:
                 value = t.close(reason)
-                if asyncio.iscoroutine(value):
+                if inspect.isawaitable(value):
                     await value

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import inspect
 import json
 import time
 from collections.abc import Iterator
@@ -235,9 +236,11 @@ async def _execute(
     govern(agent.permissions, tool, arguments, context, confirmed=skip_approval)
     if agent.approve is not None and not skip_approval:
         verdict = agent.approve(call, tool)
-        if asyncio.iscoroutine(verdict):
+        while inspect.isawaitable(verdict):  # a coroutine, a Future, any awaitable
             verdict = await verdict
-        if not verdict:
+        if verdict is not True:  # only True approves: a refusal that came back as "no" or None is one
+            if verdict is not False:
+                stage.set(approval_answer=type(verdict).__name__)
             raise ToolRejectedError(f"the call to {call.name} was not approved; do not retry it unchanged")
     progress = tool.progress_line(arguments) if tool.progress is not None else None
     await loop.hook("on_tool_start", ctx, call)

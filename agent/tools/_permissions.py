@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from ..errors import UserError
 from ._context import ToolContext
@@ -352,6 +353,10 @@ class PermissionChecker:
             return "no workspace or allowed paths are configured, so file tools may reach no path"
         base = workspace_roots[0] if workspace_roots else None
         for arg, value in values:
+            if value.startswith("~"):  # the home folder only if the tool expands it: not guessed at
+                return f"argument {arg} ({value!r}) starts with ~: give the path itself, not one a tool may expand"
+            if value[:5].lower() == "file:":  # a file URL is checked as the path it names
+                value = unquote(urlsplit(value).path)
             try:
                 resolved = resolve_path(value, base)
             except (ValueError, OSError) as exc:

@@ -20,24 +20,42 @@ from collections.abc import Collection, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-# argument names that carry a path (file tools) or a URL / host (network tools)
-PATH_ARGUMENTS = ("path", "paths", "file", "file_path", "filename", "directory", "dir", "source", "destination")
-HOST_ARGUMENTS = ("url", "urls", "host", "hostname", "endpoint")
+# argument names that carry a path (file tools) or a URL / host (network tools); an argument is read
+# when its name is one of them or ends with one as its last word ("target_path", "outputFile",
+# "webhook_url"), at any depth of the arguments ({"spec": {"path": ...}})
+PATH_ARGUMENTS = ("path", "paths", "file", "files", "file_path", "filename", "directory", "dir", "folder",
+                  "source", "src", "destination", "dest", "dst", "target")
+HOST_ARGUMENTS = ("url", "urls", "uri", "host", "hostname", "endpoint")
 
 _LINK = stat.S_IFLNK
 _UNSAFE_URL = re.compile(r"[\x00-\x20\x7f\\]")
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def names_argument(name: str, names: Collection[str]) -> bool:
+    """True when an argument called ``name`` is one of ``names``: the same, or ending with one as
+    its last word(s) (``target_path``, ``outputFile``, ``source-dir``)."""
+    if name in names:
+        return True
+    words = _CAMEL.sub("_", name).lower().replace("-", "_")
+    return words in names or any(words.endswith("_" + n) for n in names)
+
+
 def argument_values(arguments: dict[str, Any], names: Collection[str]) -> list[tuple[str, str]]:
-    """(argument name, value) for each named argument present: strings, or strings in a list."""
+    """(argument name, value) for each argument :func:`names_argument` picks, at any depth of the
+    arguments (an object inside an argument, or a list of them): its strings, and strings in lists."""
     out: list[tuple[str, str]] = []
-    for name, value in arguments.items():  # a call has a few arguments; the names set may be long
-        if name not in names:
-            continue
-        if isinstance(value, str):
-            out.append((name, value))
-        elif isinstance(value, list):
-            out.extend((name, v) for v in value if isinstance(v, str))
+    objects: list[dict[str, Any]] = [arguments]
+    while objects:
+        for name, value in objects.pop().items():
+            named = isinstance(name, str) and names_argument(name, names)
+            for leaf in value if isinstance(value, list) else (value,):
+                if isinstance(leaf, dict):
+                    objects.append(leaf)
+                elif named and isinstance(leaf, str):
+                    out.append((name, leaf))
     return out
 
 

@@ -190,6 +190,48 @@ async def test_approval_runs_before_each_call_and_a_rejection_is_a_result() -> N
         "Error: the call to forecast was not approved; do not retry it unchanged")
 
 
+class _Verdict:
+    """An awaitable that is not a coroutine (a library's own future type)."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __await__(self):  # type: ignore[no-untyped-def]
+        yield from asyncio.sleep(0).__await__()
+        return self.value
+
+
+async def _false() -> bool:
+    return False
+
+
+@pytest.mark.parametrize("answer", [
+    lambda: asyncio.ensure_future(_false()), lambda: _Verdict(False), lambda: _Verdict(True),
+    lambda: "no", lambda: None, lambda: 1, lambda: [], lambda: _Verdict(_Verdict(False)), lambda: True,
+], ids=["future-false", "awaitable-false", "awaitable-true", "str", "none", "one", "list", "nested", "true"])
+async def test_only_true_approves_whatever_the_callback_hands_back(answer: Any) -> None:
+    ran: list[str] = []
+
+    @tool
+    def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: how much
+        """
+        ran.append("paid")
+        return "paid"
+
+    given = answer()
+    approves = given is True or (isinstance(given, _Verdict) and given.value is True)
+    model = ScriptedModel([calls(("pay", {"amount": 5})), "done"])
+    result = await Agent("a", provider=model, tools=[pay], approve=lambda call, t: given).run("go")
+    assert result.status == "answered"
+    assert ran == (["paid"] if approves else [])
+    (seen,) = tool_results(model.requests[1])
+    assert seen["is_error"] is not approves
+
+
 async def test_approval_is_not_asked_for_a_call_that_cannot_run() -> None:
     asked: list[str] = []
     model = ScriptedModel([raw_call("forecast", "{oops", "c1"), "done"])

@@ -244,6 +244,40 @@ def test_every_path_argument_is_checked_including_lists(workspace: Path) -> None
     assert "resolves to" in d.reason and "secret.txt" in d.reason
 
 
+@pytest.mark.parametrize("arguments", [
+    {"target": "../secret.txt"},  # a name the rule did not know
+    {"target_path": "/etc/passwd"}, {"outputFile": "/etc/passwd"}, {"source-dir": "dir_out"},
+    {"spec": {"path": "/etc/shadow"}},  # inside an object argument
+    {"jobs": [{"file": "notes.txt"}, {"file": "link_out"}]},  # inside a list of objects
+    {"path": "~/.ssh/id_rsa"},  # the tool may expand ~: not guessed at
+    {"path": "file:///etc/passwd"}, {"path": "FILE:../secret.txt"},  # a file URL is the path it names
+])
+def test_a_path_in_an_argument_of_another_name_or_deeper_is_checked(workspace: Path, arguments: dict[str, Any]) -> None:
+    d = permission_checker().check(READ, ctx(workspace=str(workspace)), arguments)
+    assert not d.allowed and d.rule == "path", d.reason
+
+
+@pytest.mark.parametrize("arguments", [
+    {"target": "notes.txt"}, {"spec": {"path": "sub/x"}}, {"jobs": [{"file": "notes.txt"}]},
+    {"query": "/etc/passwd"},  # not a path argument: a search text may quote one
+    {"path": "file:notes.txt"},
+])
+def test_paths_inside_the_workspace_pass_whatever_they_are_called(workspace: Path, arguments: dict[str, Any]) -> None:
+    d = permission_checker().check(READ, ctx(workspace=str(workspace)), arguments)
+    assert d.allowed, d.reason
+
+
+@pytest.mark.parametrize("arguments", [
+    {"webhook_url": "https://evil.example.net/x"}, {"baseUrl": "https://evil.example.net"},
+    {"request": {"url": "https://evil.example.net"}},
+])
+def test_a_host_in_an_argument_of_another_name_or_deeper_is_checked(arguments: dict[str, Any]) -> None:
+    checker = permission_checker()
+    checker.add_user_permissions("ann", categories={"network_read"}, allowed_hosts=("api.example.com",))
+    d = checker.check(FETCH, ctx(), arguments)
+    assert not d.allowed and d.rule == "host", d.reason
+
+
 def test_a_file_tool_without_workspace_or_allowed_paths_reaches_nothing() -> None:
     d = permission_checker().check(READ, ctx(workspace=None), {"path": "x"})
     assert d.rule == "path" and "no workspace or allowed paths" in d.reason
