@@ -1,7 +1,9 @@
 """OpenTelemetry export of recorded runs, after the GenAI semantic conventions.
 
 Spans: ``invoke_agent {agent}`` per run, ``chat {model}`` per inference (with usage),
-``execute_tool {tool}`` per tool call; message content only when opted in. Live through
+``execute_tool {tool}`` per tool call, ``subagent {agent}`` per hand-over to another agent (a child
+run joins its parent's trace under it, or links to it: see :mod:`._lineage`); message content only
+when opted in. Live through
 :class:`OTelExporter` (a recording listener), after the fact through :func:`export_runs` or
 ``footprint export otlp``. Both produce the same spans with the same ids (see :mod:`._spans`).
 """

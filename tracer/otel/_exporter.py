@@ -33,6 +33,7 @@ from .._redaction import RedactionPolicy
 from .._render import one_line
 from .._rundata import RunData
 from ..errors import ExportError
+from ._lineage import parents_first
 from ._spans import SpanBuilder
 
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -241,10 +242,14 @@ def exporter_from_env() -> OTelExporter | None:
 
 
 def spans_of(runs: Iterable[RunData], *, content: bool = False, resource: Resource | None = None) -> list[ReadableSpan]:
-    """The spans of stored runs, exactly as the live exporter produced (or would have produced) them."""
+    """The spans of stored runs, exactly as the live exporter produced (or would have produced) them.
+
+    A child run given with its parent joins the parent's trace (see :mod:`._lineage`), whatever the
+    order of ``runs``.
+    """
     spans: list[ReadableSpan] = []
     builder = SpanBuilder(spans.append, content=content, resource=resource)
-    for data in runs:
+    for data in parents_first(runs):
         feed_listener(data, builder)
     return spans
 
@@ -259,7 +264,8 @@ def export_runs(
 ) -> int:
     """Export stored runs' spans through ``exporter`` (after the fact); returns how many were sent.
 
-    Spans keep their recorded start and end times. Raises :class:`~tracer.ExportError` when the
+    Spans keep their recorded start and end times. A child run sent with its parent joins the
+    parent's trace under the hand-over span; sent without it, it links to that span. Raises :class:`~tracer.ExportError` when the
     exporter reports a failure (an unreachable or refusing collector).
     """
     builder_spans: list[ReadableSpan] = []
@@ -277,7 +283,7 @@ def export_runs(
                 )
             sent += len(batch)
 
-    for data in runs:
+    for data in parents_first(runs):
         feed_listener(data, builder)
         while len(builder_spans) >= batch_size:
             send(builder_spans[:batch_size])

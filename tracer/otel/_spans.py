@@ -2,12 +2,16 @@
 
 One :class:`SpanBuilder` (a recording listener) turns a run's events into spans:
 
-    invoke_agent {agent}      one per run (per segment of a paused run), the root of the run's trace
+    invoke_agent {agent}      one per run (per segment of a paused run), the root of the run's spans
     ├── chat {model}          one per inference stage (usage is reported here only)
-    └── execute_tool {tool}   one per tool stage
+    ├── execute_tool {tool}   one per tool stage
+    │   └── subagent {agent}  a hand-over to another agent from inside a tool call (agent_tool)
+    └── subagent {agent}      a hand-over to another agent (a team routing its message)
+        └── invoke_agent {agent}   the child run, when it is exported with its parent
 
-Span and trace ids are derived from the recorded ids (trace id from the run id, span id from the
-stage id), so the live exporter and ``footprint export otlp`` produce the same spans, re-exporting a
+
+Span and trace ids are derived from the recorded ids (trace id from the run id — the root run's,
+for a child run exported with its parent, see :mod:`._lineage` — span id from the stage id), so the live exporter and ``footprint export otlp`` produce the same spans, re-exporting a
 run is idempotent in any backend that keys spans by id, and a log line can name its span without an
 OpenTelemetry context. Every span carries ``footprint.run.id`` and ``footprint.stage.id`` so a trace
 seen in any tool leads back to the store.
@@ -25,11 +29,12 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from .._listeners import RecordedStage, RecordingListener
-from .._records import ItemKind, Run, RunStatus, StageKind, StageStatus
+from .._records import CHILD_RUN, ItemKind, Run, RunStatus, StageKind, StageStatus
 from . import _genai as g
+from ._lineage import PARENT_RUN_ID, PARENT_STAGE_ID, Lineage, Placement, handed_over_by
 
 RUN_ID = "footprint.run.id"
 STAGE_ID = "footprint.stage.id"
@@ -39,6 +44,11 @@ RUN_STATUS = "footprint.run.status"
 LABELS = "footprint.run.labels"
 RESUMED = "footprint.run.resumed"
 TOOL_PAUSED = "footprint.tool.paused"
+STAGE_KIND = "footprint.stage.kind"
+CHILD_RUN_ID = "footprint.child.run.id"
+CHILD_STATUS = "footprint.child.status"
+CHILD_AGENT = "footprint.child.agent"
+SUBAGENT = "subagent"
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
@@ -93,6 +103,7 @@ class _Segment:
     run: Run
     first_seq: int
     resumed: bool
+    placement: Placement
     first_stage: str | None = None
     first_stage_seq: int | None = None
     first_started: float | None = None
@@ -136,6 +147,7 @@ class SpanBuilder(RecordingListener):
         self.content = content
         self.resource = resource if resource is not None else default_resource()
         self._segments: dict[str, _Segment] = {}
+        self._lineage = Lineage()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ listener callbacks
@@ -143,7 +155,13 @@ class SpanBuilder(RecordingListener):
     def run_started(self, run: Run, *, resumed: bool = False, first_seq: int = 0) -> None:
         """Remember the run until it ends (its agent span is emitted then)."""
         with self._lock:
-            self._segments[run.id] = _Segment(run, first_seq, resumed)
+            self._segments[run.id] = _Segment(run, first_seq, resumed, self._lineage.place(run))
+
+    def trace_id_of_run(self, run_id: str) -> int | None:
+        """The trace id this builder gave ``run_id``'s spans (a child's is its root's), None if not seen."""
+        with self._lock:
+            placed = self._lineage.get(run_id)
+        return None if placed is None else placed.trace_id
 
     def stage_closed(self, recorded: RecordedStage) -> None:
         """Emit the stage's span (inference and tool stages) and note what the agent span needs."""
@@ -151,9 +169,9 @@ class SpanBuilder(RecordingListener):
         with self._lock:
             segment = self._segments.get(stage.run_id)
         if segment is None:  # a listener added mid-run: the stages still get spans
-            segment = _Segment(Run(stage.run_id, None, "", RunStatus.RUNNING.value, "", None, None, stage.started_at),
-                               0, False)
+            run = Run(stage.run_id, None, "", RunStatus.RUNNING.value, "", None, None, stage.started_at)
             with self._lock:
+                segment = _Segment(run, 0, False, self._lineage.place(run))
                 self._segments[stage.run_id] = segment
         if segment.first_stage_seq is None or stage.seq < segment.first_stage_seq:
             segment.first_stage, segment.first_stage_seq = stage.id, stage.seq
@@ -166,6 +184,8 @@ class SpanBuilder(RecordingListener):
             self._chat(segment, recorded)
         elif stage.kind == StageKind.TOOL:
             self._tool(segment, recorded)
+        elif stage.kind == StageKind.SUBAGENT:
+            self._subagent(segment, recorded)
         elif stage.kind in (StageKind.INPUT, StageKind.RESUME):
             segment.user_text = next((i.text for i in outputs if i.kind == ItemKind.USER), segment.user_text)
         elif stage.kind in (StageKind.ANSWER, StageKind.PAUSE, StageKind.ERROR):
@@ -177,27 +197,27 @@ class SpanBuilder(RecordingListener):
         """Emit the run's ``invoke_agent`` span."""
         with self._lock:
             segment = self._segments.pop(run.id, None)
-        if segment is None:
-            segment = _Segment(run, 0, False)
+            if segment is None:
+                segment = _Segment(run, 0, False, self._lineage.place(run))
         self._agent(segment, run)
 
     # ------------------------------------------------------------------ spans
 
     def _span(
-        self, name: str, run_id: str, key: str, parent_key: str | None, kind: SpanKind, start: float,
-        end: float | None, attributes: dict[str, Any], status: Status,
+        self, name: str, segment: _Segment, key: str, parent: str | SpanContext | None, kind: SpanKind,
+        start: float, end: float | None, attributes: dict[str, Any], status: Status, links: tuple[Link, ...] = (),
     ) -> None:
-        trace_id = trace_id_of(run_id)
+        """Emit one span in the segment's trace; ``parent`` is the key of a span of this run, or a context."""
+        trace_id = segment.placement.trace_id
         context = SpanContext(trace_id, span_id_of(key), is_remote=False, trace_flags=_SAMPLED)
-        parent = (
-            None if parent_key is None
-            else SpanContext(trace_id, span_id_of(parent_key), is_remote=False, trace_flags=_SAMPLED)
-        )
+        if isinstance(parent, str):
+            parent = SpanContext(trace_id, span_id_of(parent), is_remote=False, trace_flags=_SAMPLED)
         start_ns = _ns(start)
         end_ns = _ns(end if end is not None else start)
         self.emit(ReadableSpan(
             name, context=context, parent=parent, resource=self.resource, attributes=_clean(attributes),
             kind=kind, status=status, start_time=start_ns, end_time=end_ns, instrumentation_scope=SCOPE,
+            links=links,
         ))
 
     def _common(self, segment: _Segment, stage_id: str, seq: int) -> dict[str, Any]:
@@ -245,7 +265,7 @@ class SpanBuilder(RecordingListener):
                 attributes[g.OUTPUT_MESSAGES] = g.to_json(
                     g.output_messages(recorded.output_items(), attrs.get("finish_reason")))
         name = f"{g.CHAT} {request_model}" if request_model else g.CHAT
-        self._span(name, stage.run_id, stage.id, agent_span_key(stage.run_id, segment.first_seq), SpanKind.CLIENT,
+        self._span(name, segment, stage.id, agent_span_key(stage.run_id, segment.first_seq), SpanKind.CLIENT,
                    stage.started_at, stage.ended_at, attributes, status)
 
     def _tool(self, segment: _Segment, recorded: RecordedStage) -> None:
@@ -268,8 +288,26 @@ class SpanBuilder(RecordingListener):
             if results:
                 content = results[0].body.get("content", "")
                 attributes[g.TOOL_CALL_RESULT] = content if isinstance(content, str) else g.to_json(content)
-        self._span(f"{g.EXECUTE_TOOL} {stage.name}", stage.run_id, stage.id,
+        self._span(f"{g.EXECUTE_TOOL} {stage.name}", segment, stage.id,
                    agent_span_key(stage.run_id, segment.first_seq), SpanKind.INTERNAL, stage.started_at,
+                   stage.ended_at, attributes, status)
+
+    def _subagent(self, segment: _Segment, recorded: RecordedStage) -> None:
+        # the hand-over itself, not a GenAI operation: the child's own ``invoke_agent`` span (under
+        # this one when exported together) is the agent invocation the conventions describe
+        stage, attrs = recorded.stage, recorded.stage.attributes
+        agent = str(attrs.get("agent") or stage.name)
+        attributes: dict[str, Any] = {
+            STAGE_KIND: SUBAGENT, CHILD_AGENT: agent, CHILD_RUN_ID: attrs.get(CHILD_RUN),
+            CHILD_STATUS: attrs.get("child_status"), **self._common(segment, stage.id, stage.seq),
+        }
+        status = Status(StatusCode.UNSET)
+        if stage.status in (StageStatus.ERROR, StageStatus.CANCELLED):
+            attributes[g.ERROR_TYPE] = g.error_type(stage.error, str(stage.status))
+            status = Status(StatusCode.ERROR, stage.error or str(stage.status))
+        # inside a tool call (an agent used as a tool) it hangs under that call's span
+        parent = stage.parent_id or agent_span_key(stage.run_id, segment.first_seq)
+        self._span(f"{SUBAGENT} {agent}", segment, stage.id, parent, SpanKind.INTERNAL, stage.started_at,
                    stage.ended_at, attributes, status)
 
     def _agent(self, segment: _Segment, run: Run) -> None:
@@ -280,6 +318,9 @@ class SpanBuilder(RecordingListener):
             SESSION_ID: run.session_id, RUN_STATUS: run.status, LABELS: list(run.labels) or None,
             RESUMED: True if segment.resumed else None,
         }
+        handed = handed_over_by(segment.run) or handed_over_by(run)
+        if handed is not None:
+            attributes[PARENT_RUN_ID], attributes[PARENT_STAGE_ID] = handed
         status = Status(StatusCode.UNSET)
         if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
             fallback = "cancelled" if run.status == RunStatus.CANCELLED else "_OTHER"
@@ -300,6 +341,6 @@ class SpanBuilder(RecordingListener):
             start = segment.first_started
         if run.status == RunStatus.AWAITING and segment.last_ended is not None:
             end = segment.last_ended
-        self._span(f"{g.INVOKE_AGENT} {run.agent}" if run.agent else g.INVOKE_AGENT, run.id,
-                   agent_span_key(run.id, segment.first_seq), None, SpanKind.INTERNAL, start,
-                   end, attributes, status)
+        self._span(f"{g.INVOKE_AGENT} {run.agent}" if run.agent else g.INVOKE_AGENT, segment,
+                   agent_span_key(run.id, segment.first_seq), segment.placement.parent, SpanKind.INTERNAL, start,
+                   end, attributes, status, segment.placement.links)
