@@ -200,7 +200,7 @@ class Team:
                 if was != now and key is None:
                     raise HandUpError(f"no argument of {entry.get('tool')!r} is the task {child.run.agent} was given")
                 given = [child.run.input, str(now[key])] if key is not None else [child.run.input] * 2
-        except (KeyError, TypeError, AttributeError) as exc:
+        except (KeyError, TypeError, AttributeError, PlanError) as exc:
             raise HandUpError(f"step {entry.get('id')} of the plan cannot be given its new input: {exc}") from None
         if given[0] == given[1]:
             return None

@@ -6,7 +6,8 @@
 A plan is JSON a model writes: ``{"goal": ..., "steps": [{"id": 1, "description": ..., "tool": ...,
 "args": {...}, "depends_on": []}, ...]}`` (in a fenced block or bare). :func:`parse_plan` rejects
 a malformed one with a :class:`PlanParseError` naming the step and what is wrong — no JSON, a
-missing description, an unknown tool, a dependency on a step that does not exist, a cycle — so a
+missing description, an unknown tool, a dependency on a step that does not exist, a cycle, a
+``{{step.N}}`` for a step that does not exist or that the step does not depend on — so a
 model shown the error can write the plan again.
 """
 
@@ -105,6 +106,8 @@ def planning_prompt(goal: str, tools: Iterable[Tool] = ()) -> str:
     )
 
 
+#: ``{{step.N}}`` in a step's arguments: step N's result (N must be a step it depends on)
+REFERENCE = re.compile(r"\{\{step\.(\d+)\}\}")
 _FENCED = re.compile(r"```(?:json)?\s*\n(.*?)```", re.S)
 
 
@@ -132,11 +135,30 @@ def parse_plan(response: str, *, tools: Sequence[str] | None = None) -> Plan:
         if unknown:
             raise PlanParseError(f"step {step.id} depends on step {unknown[0]}, which the plan does not have "
                                  f"(its steps: {', '.join(map(str, ids))})")
+    for step in steps:
+        for number in references(step.tool_args):
+            if number not in ids:
+                raise PlanParseError(f"step {step.id} uses {{{{step.{number}}}}}, but the plan has no step {number} "
+                                     f"(its steps: {', '.join(map(str, ids))})")
+            if number not in step.depends_on:
+                raise PlanParseError(f"step {step.id} uses step {number}'s result but does not depend on it; "
+                                     f"add {number} to its depends_on")
     try:
         check_acyclic(steps)
     except PlanDeadlockError as exc:
         raise PlanParseError(str(exc)) from None
     return Plan(goal=goal, steps=steps, name=str(data.get("name") or goal[:60]))
+
+
+def references(value: Any) -> list[int]:
+    """The step ids ``value`` (a step's arguments) refers to with ``{{step.N}}``, in order, each once."""
+    if isinstance(value, str):
+        return list(dict.fromkeys(int(n) for n in REFERENCE.findall(value)))
+    if isinstance(value, Mapping):
+        return list(dict.fromkeys(n for v in value.values() for n in references(v)))
+    if isinstance(value, list):
+        return list(dict.fromkeys(n for v in value for n in references(v)))
+    return []
 
 
 def _find_json(text: str) -> Any:

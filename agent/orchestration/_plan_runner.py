@@ -15,8 +15,10 @@ Each step type does one thing (its ``config`` says how):
 A failed step is retried ``max_retries`` times, waiting ``base_delay``, then twice that, ...
 (``sleep`` is injectable). A plan whose steps wait on each other or on a step it does not have is
 refused before anything runs (:class:`PlanDeadlockError`). ``pause_plan`` stops a running plan at
-its next step boundary; a cancelled run leaves the plan ``cancelled`` with the finished steps kept,
-and executing it again runs only what is left. Inside a recorded tool call, every step is a
+its next step boundary; a cancelled run leaves the plan ``cancelled`` (an interrupt: ``paused``) with
+the finished steps kept, and executing it again runs only what is left. A plan executing now in
+this process is refused (:meth:`PlanStore.executing`); one stored ``in_progress`` but executing
+nowhere here was left so by a crash, and is resumed the same way. Inside a recorded tool call, every step is a
 ``plan_step`` stage of the calling run, under the call's tool stage.
 """
 
@@ -35,7 +37,7 @@ from .._batch import running_tool, running_under
 from ..errors import ToolArgumentsError
 from ..tools import Tool, ToolLike, as_tools, result_text
 from ._orchestrator import AgentOrchestrator
-from ._plan import Plan, PlanStep, check_acyclic
+from ._plan import REFERENCE, Plan, PlanStep, check_acyclic
 from ._plan_store import PlanStore
 from ._subagent import run_subagent
 from .errors import PlanDeadlockError, PlanError
@@ -43,7 +45,6 @@ from .errors import PlanDeadlockError, PlanError
 Decider = AgentOrchestrator | Callable[[str], Awaitable[str]]
 Ask = Callable[[str], Awaitable[str]]
 MAX_LOOP = 20
-_REFERENCE = re.compile(r"\{\{step\.(\d+)\}\}")
 
 
 class _NotRetryable(PlanError):
@@ -77,10 +78,17 @@ class PlanRunner:
         self.base_delay = base_delay
 
     async def execute(self, plan_id: str, inputs: Mapping[int, str] | None = None) -> Plan:
-        """Run the plan's pending steps; return the plan as it ended (completed, failed, paused, ...)."""
+        """Run the plan's pending steps; return the plan as it ended (completed, failed, paused, ...).
+
+        A plan executing now in this process (over the same persistence) is refused with a
+        :class:`PlanError`. A plan stored ``in_progress`` that is not executing here was left so by a
+        crash: it is resumed, running only the steps that did not finish.
+        """
+        with self.store.executing(plan_id):
+            return await self._execute(plan_id, inputs)
+
+    async def _execute(self, plan_id: str, inputs: Mapping[int, str] | None) -> Plan:
         plan = await self.store.get(plan_id)
-        if plan.status == "in_progress":
-            raise PlanError(f"plan {plan_id} is already running")
         try:
             check_runnable(plan)
         except PlanDeadlockError as exc:
@@ -113,6 +121,12 @@ class PlanRunner:
                 plan.current_step = 0
                 await self.store.save(plan)
                 return plan
+            except BaseException as exc:  # an interrupt (KeyboardInterrupt, SystemExit, ...): leave it resumable
+                step.status, plan.status, plan.current_step = "pending", "paused", 0
+                plan.note = (f"interrupted during {step.label} by {type(exc).__name__}: {exc}; "
+                             "executing the plan again runs what is left")
+                await self.store.save(plan)
+                raise
             if await self._stopped(plan, step):
                 return plan
         plan.current_step = 0
@@ -154,18 +168,22 @@ class PlanRunner:
                 last = exc
                 if attempt < step.max_retries:
                     await self.sleep(self.base_delay * 2**attempt)
+            except BaseException as exc:
+                step.error = f"{type(exc).__name__}: {exc}"
+                recording.close(stage, step, "error")
+                raise
         step.status, step.error = "failed", f"{type(last).__name__}: {last}" if last else "failed"
         recording.close(stage, step, "error")
 
     async def _do(self, plan: Plan, step: PlanStep, answers: dict[int, str]) -> Any:
         config = step.config
         if step.type == "tool_call":
-            return await self._call(step.tool_name or "", step.tool_args, plan)
+            return await self._call(step.tool_name or "", step.tool_args, plan, step)
         if step.type == "parallel":
             calls = config.get("calls")
             if not isinstance(calls, list) or not calls:
                 raise _NotRetryable(f"{step.label}: a parallel step needs config.calls, a list of {{tool, args}}")
-            return list(await asyncio.gather(*(self._call(str(c.get("tool", "")), c.get("args") or {}, plan)
+            return list(await asyncio.gather(*(self._call(str(c.get("tool", "")), c.get("args") or {}, plan, step)
                                                for c in calls)))
         if step.type == "loop":
             times = int(config.get("times", 3))
@@ -174,7 +192,7 @@ class PlanRunner:
             result = ""
             for _ in range(times):
                 result = await self._call(str(config.get("tool") or step.tool_name or ""),
-                                          config.get("args") or step.tool_args, plan)
+                                          config.get("args") or step.tool_args, plan, step)
                 if config.get("until") and str(config["until"]) in result:
                     break
             return result
@@ -191,12 +209,14 @@ class PlanRunner:
             return await self._decide(plan, step)
         raise _NotRetryable(f"{step.label}: unknown step type {step.type!r}")
 
-    async def _call(self, name: str, args: Mapping[str, Any], plan: Plan) -> str:
+    async def _call(self, name: str, args: Mapping[str, Any], plan: Plan, step: PlanStep) -> str:
         tool = self.tools.get(name)
         if tool is None:
             raise _NotRetryable(f"there is no tool named {name!r}; the plan's tools: {', '.join(self.tools) or 'none'}")
+        # only a finished dependency's result: another step's may not exist yet, or run after this one
+        given = {s.id: s.result for s in plan.steps if s.id in step.depends_on and s.status == "completed"}
         try:
-            arguments = tool.parse_arguments(json.dumps(substitute(dict(args), _results(plan))))
+            arguments = tool.parse_arguments(json.dumps(substitute(dict(args), given, step.label)))
         except ToolArgumentsError as exc:
             raise _NotRetryable(str(exc)) from exc
         return result_text(await tool.run(arguments))
@@ -273,20 +293,26 @@ def _results(plan: Plan) -> dict[int, Any]:
     return {s.id: s.result for s in plan.steps}
 
 
-def substitute(value: Any, results: Mapping[int, Any]) -> Any:
-    """``value`` (a step's arguments) with each ``{{step.N}}`` replaced by step N's result in ``results``."""
+def substitute(value: Any, results: Mapping[int, Any], label: str = "the step") -> Any:
+    """``value`` (a step's arguments) with each ``{{step.N}}`` replaced by step N's result in ``results``.
+
+    A reference to a step ``results`` lacks fails the step at once, without retries: retrying cannot
+    make the result appear (the step must depend on step N; :func:`parse_plan` refuses such a plan).
+    """
     def result(match: re.Match[str]) -> str:
         number = int(match.group(1))
         if number not in results:
-            raise KeyError(f"the plan has no step {number}")
+            given = ", ".join(map(str, results)) or "none"
+            raise _NotRetryable(f"{label} uses step {number}'s result, which it was not given: only the results "
+                                f"of the finished steps it depends on are ({given}); add {number} to its depends_on")
         return step_text(results[number])
 
     if isinstance(value, str):
-        return _REFERENCE.sub(result, value)
+        return REFERENCE.sub(result, value)
     if isinstance(value, dict):
-        return {k: substitute(v, results) for k, v in value.items()}
+        return {k: substitute(v, results, label) for k, v in value.items()}
     if isinstance(value, list):
-        return [substitute(v, results) for v in value]
+        return [substitute(v, results, label) for v in value]
     return value
 
 

@@ -7,8 +7,10 @@ PostgreSQL) and every change is one transaction.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, fields
 from typing import Any, TypeVar
 
@@ -19,6 +21,11 @@ from .errors import PlanDeadlockError, PlanError, PlanNotFoundError
 PREFIX = "plan."  # plan.<id>: the plan without its steps
 STEP_PREFIX = "planstep."  # planstep.<id>.<step id, 9 digits>: one step
 T = TypeVar("T")
+
+# The plans executing now in this process, by (persistence, session, plan id). The stored status
+# cannot tell this: a plan stored in_progress may have been left so by a crash, and is resumable.
+_EXECUTING: set[tuple[int, str, str]] = set()
+_EXECUTING_LOCK = threading.Lock()
 
 
 def _step_key(plan_id: str, step_id: int) -> str:
@@ -75,6 +82,31 @@ class PlanStore:
             return plan
 
         return await self.persistence.transaction(self._ctx(), work)
+
+    def _executing_key(self, plan_id: str) -> tuple[int, str, str]:
+        # id() is safe: an entry lives only while an execution holds this store (and its persistence)
+        return (id(self.persistence), self.session_id, plan_id)
+
+    @contextlib.contextmanager
+    def executing(self, plan_id: str) -> Iterator[None]:
+        """Mark ``plan_id`` as executing in this process while the block runs; a :class:`PlanError` when it
+        already is (over the same persistence and session)."""
+        key = self._executing_key(plan_id)
+        with _EXECUTING_LOCK:
+            if key in _EXECUTING:
+                raise PlanError(f"plan {plan_id} of session {self.session_id} is already running; wait for it "
+                                "to end, or stop it with pause_plan")
+            _EXECUTING.add(key)
+        try:
+            yield
+        finally:
+            with _EXECUTING_LOCK:
+                _EXECUTING.discard(key)
+
+    def is_executing(self, plan_id: str) -> bool:
+        """Whether ``plan_id`` is executing now in this process (not merely stored ``in_progress``)."""
+        with _EXECUTING_LOCK:
+            return self._executing_key(plan_id) in _EXECUTING
 
     async def create(self, name: str, goal: str, steps: list[PlanStep] | None = None) -> Plan:
         """A new, empty (or given) plan, stored."""
@@ -134,7 +166,7 @@ class PlanStore:
         """
 
         def add(plan: Plan) -> Plan:
-            if plan.status == "in_progress":
+            if self.is_executing(plan_id):
                 raise PlanError(f"plan {plan_id} is running; add steps once it stops (pause_plan)")
             if step.id in step.depends_on:
                 raise PlanDeadlockError(f"step {step.id} cannot depend on itself")

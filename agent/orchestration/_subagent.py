@@ -71,11 +71,9 @@ async def run_subagent(
                                 handed=[call_item, *history], attributes={})
     try:
         execution = await orchestrator.execute(task, history, link=ChildLink(run.id, stage.id, run.agent))
-    except asyncio.CancelledError:
-        stage.close("cancelled")
-        raise
-    except Exception as exc:
-        stage.close("error", f"{type(exc).__name__}: {exc}")
+    except BaseException as exc:  # a KeyboardInterrupt too: the stage the child run names must exist
+        cancelled = isinstance(exc, asyncio.CancelledError)
+        stage.close("cancelled" if cancelled else "error", f"{type(exc).__name__}: {exc}")
         raise
     answered = close_subagent_stage(stage, child_run=execution.run_id, answer=final_answer(execution),
                                     status=execution.status, error=execution.error)

@@ -168,10 +168,18 @@ class MultiAgentOrchestrator:
                 "shared")
         try:
             agent = await self.route(team, message, merged)
-        except TeamError as exc:
-            with run.stage(StageKind.ERROR, "router", after=[input_stage], attributes={"reason": "router"}) as err:
-                err.output(Item.of_text(ItemKind.TEXT, str(exc)))
-            run.end(RunStatus.FAILED, error=str(exc), attributes={"stop_reason": "router"})
+        except BaseException as exc:  # a cancel or an interrupt while the router runs ends the team run too
+            if isinstance(exc, TeamError):
+                status, reason, error = RunStatus.FAILED, "router", str(exc)
+            elif isinstance(exc, asyncio.CancelledError):
+                status, reason = RunStatus.CANCELLED, "cancelled"
+                error = f"team {team.name} was cancelled while its router ran"
+            else:
+                status, reason = RunStatus.FAILED, "interrupted"
+                error = f"the router of team {team.name} was interrupted: {type(exc).__name__}: {exc}"
+            with run.stage(StageKind.ERROR, "router", after=[input_stage], attributes={"reason": reason}) as err:
+                err.output(Item.of_text(ItemKind.TEXT, error))
+            run.end(status, error=error, attributes={"stop_reason": reason})
             raise
         stage = open_subagent_stage(run, agent.name, after=[input_stage], parent=None, handed=[question, *shared],
                                     attributes={"routed_by": getattr(team.router, "__name__", "router")})

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent import Tool
-from agent.orchestration import PlanRunner, PlanStep, PlanStore
+from agent.orchestration import PlanParseError, PlanRunner, PlanStep, PlanStore, parse_plan
 
 
 @st.composite
@@ -71,3 +73,56 @@ def test_generated_plans_keep_the_runners_invariants(case: tuple[list[PlanStep],
     expected = [1.0 * 2**k for s in sorted(done.steps, key=lambda s: position.get(s.id, 10**6))
                 for k in range(min(failures[s.id], s.max_retries)) if s.attempts]
     assert sorted(slept) == sorted(expected)
+
+
+@st.composite
+def referencing_plans(draw: Any) -> list[dict[str, Any]]:
+    """Random DAG plans whose arguments use ``{{step.N}}`` of random N: a dependency, another step, or none."""
+    n = draw(st.integers(1, 8))
+    steps = []
+    for step_id in range(1, n + 1):
+        deps = sorted(set(draw(st.lists(st.integers(1, step_id - 1), max_size=3)))) if step_id > 1 else []
+        refs = draw(st.lists(st.sampled_from(deps) if deps and draw(st.booleans()) else st.integers(1, n + 2),
+                             max_size=3))
+        text = " ".join(f"<{{{{step.{r}}}}}>" for r in refs)
+        steps.append({"id": step_id, "description": f"step {step_id}", "tool": "work",
+                      "args": {"step": step_id, "text": text}, "depends_on": deps})
+    return draw(st.permutations(steps))
+
+
+@settings(max_examples=80, deadline=None)
+@given(referencing_plans())
+def test_a_plan_is_refused_naming_a_bad_reference_or_every_reference_is_a_finished_dependency(
+        steps: list[dict[str, Any]]) -> None:
+    bad = {(s["id"], int(r)) for s in steps for r in re.findall(r"\{\{step\.(\d+)\}\}", s["args"]["text"])
+           if int(r) not in s["depends_on"]}
+    try:
+        plan = parse_plan(json.dumps({"goal": "g", "steps": steps}), tools=["work"])
+    except PlanParseError as exc:
+        assert bad, f"a plan whose references are all dependencies was refused: {exc}"
+        named = re.match(r"step (\d+) uses (?:step (\d+)'s result|\{\{step\.(\d+)\}\})", str(exc))
+        assert named is not None, str(exc)
+        assert (int(named.group(1)), int(named.group(2) or named.group(3))) in bad
+        return
+    assert not bad
+    finished: list[int] = []
+    given_texts: dict[int, str] = {}
+
+    def work(arguments: dict[str, Any]) -> str:
+        given_texts[arguments["step"]] = arguments["text"]
+        finished.append(arguments["step"])
+        return f"result {arguments['step']}"
+
+    async def go() -> Any:
+        store = PlanStore()
+        await store.save(plan)
+        tool = Tool("work", "work", {"type": "object", "properties": {"step": {"type": "integer"},
+                                                                      "text": {"type": "string"}}}, work)
+        return await PlanRunner(store, tools=[tool]).execute(plan.id)
+
+    done = asyncio.run(go())
+    assert done.status == "completed" and sorted(finished) == sorted(s["id"] for s in steps)
+    for step in steps:
+        refs = re.findall(r"\{\{step\.(\d+)\}\}", step["args"]["text"])
+        assert given_texts[step["id"]] == " ".join(f"<result {r}>" for r in refs)
+        assert all(finished.index(int(r)) < finished.index(step["id"]) for r in refs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -41,6 +42,10 @@ class Calls:
             return result(arguments) if callable(result) else (result or f"{name}:{arguments.get('text', '')}")
 
         return text_tool(name, run)
+
+
+async def no_sleep(seconds: float) -> None:
+    pass
 
 
 async def plan_of(store: PlanStore, *steps: PlanStep) -> Plan:
@@ -397,3 +402,99 @@ async def test_running_a_long_plan_writes_a_few_small_values_per_step() -> None:
     assert done.status == "completed" and done.step(n).status == "completed"
     # the start and the end store the whole plan; each step in between stores itself and the header
     assert Counting.writes <= 2 * (n + 1) + 2 * n
+
+
+class _Interrupt(BaseException):
+    """Not an Exception: what a KeyboardInterrupt or a SystemExit inside a step looks like."""
+
+
+async def test_a_plan_running_now_is_refused_and_one_left_running_by_an_interrupt_resumes() -> None:
+    store = PlanStore()
+    record = Calls()
+    started, release = asyncio.Event(), asyncio.Event()
+    interrupt = True
+
+    async def slow(arguments: dict[str, Any]) -> str:
+        started.set()
+        await release.wait()
+        if interrupt:
+            raise _Interrupt("stopped by hand")
+        return "slow done"
+
+    plan = await plan_of(store, PlanStep(1, "a", tool_name="a", tool_args={"text": "1"}),
+                         PlanStep(2, "b", tool_name="slow", depends_on=[1]),
+                         PlanStep(3, "c", tool_name="a", tool_args={"text": "{{step.2}}"}, depends_on=[2]))
+    runner = PlanRunner(store, tools=[record.tool("a"), text_tool("slow", slow)])
+    first = asyncio.ensure_future(runner.execute(plan.id))
+    await started.wait()
+    with pytest.raises(PlanError, match="already running"):  # the same plan, in flight in this process
+        await PlanRunner(PlanStore(store.persistence, store.session_id), tools=[]).execute(plan.id)
+    with pytest.raises(PlanError, match="is running"):
+        await store.add_step(plan.id, PlanStep(4, "d", tool_name="a"))
+    release.set()
+    with pytest.raises(_Interrupt):
+        await first
+    stored = await store.get(plan.id)
+    assert stored.status == "paused" and "interrupted during step 2" in (stored.note or "")
+    assert "_Interrupt: stopped by hand" in (stored.note or "")
+    assert [s.status for s in stored.steps] == ["completed", "pending", "pending"]
+    interrupt = False
+    done = await runner.execute(plan.id)
+    assert done.status == "completed" and record.log == [("a", "1"), ("a", "slow done")]
+
+
+async def test_a_plan_left_in_progress_by_a_crash_is_resumed(tmp_path: Any) -> None:
+    from hosting.sessions import DuckDBPersistence
+
+    path = tmp_path / "sessions.duckdb"
+    program = tmp_path / "crash.py"
+    program.write_text(f"""
+import asyncio, os
+from agent import Tool
+from agent.orchestration import PlanRunner, PlanStep, PlanStore
+from hosting.sessions import DuckDBPersistence
+
+async def step(arguments):
+    if arguments["text"] == "2":
+        os._exit(9)  # the process dies mid-step: no handler runs, no status is written
+    return "done " + arguments["text"]
+
+async def main():
+    store = PlanStore(DuckDBPersistence(path={str(path)!r}), "crash")
+    steps = [PlanStep(i, f"s{{i}}", tool_name="step", tool_args={{"text": str(i)}},
+                      depends_on=[i - 1] if i > 1 else []) for i in (1, 2, 3)]
+    plan = await store.create("p", "a goal", steps)
+    print(plan.id, flush=True)
+    await PlanRunner(store, tools=[Tool("step", "step", {{"type": "object"}}, step)]).execute(plan.id)
+
+asyncio.run(main())
+""")
+    process = await asyncio.create_subprocess_exec(sys.executable, str(program), stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 9
+    plan_id = out.decode().split()[0]
+    persistence = DuckDBPersistence(path=str(path))
+    try:
+        store = PlanStore(persistence, "crash")
+        left = await store.get(plan_id)
+        assert left.status == "in_progress" and [s.status for s in left.steps] == ["completed", "pending", "pending"]
+        record = Calls()
+        done = await PlanRunner(store, tools=[record.tool("step", lambda a: "again " + a["text"])]).execute(plan_id)
+        assert done.status == "completed"
+        assert record.log == [("step", "2"), ("step", "3")]  # step 1 is not run again
+        assert [s.result for s in done.steps] == ["done 1", "again 2", "again 3"]
+    finally:
+        await persistence.close()
+
+
+async def test_a_reference_to_a_step_it_does_not_depend_on_fails_the_step_at_once() -> None:
+    store = PlanStore()  # add_step (the plan tools' way) takes steps one by one and cannot check this up front
+    record = Calls()
+    plan = await plan_of(store, PlanStep(1, "a", tool_name="a", tool_args={"text": "from 2: {{step.2}}"}),
+                         PlanStep(2, "b", tool_name="a", tool_args={"text": "B"}),
+                         PlanStep(3, "c", tool_name="a", tool_args={"text": "{{step.9}}"}, depends_on=[2]))
+    done = await PlanRunner(store, tools=[record.tool("a")], sleep=no_sleep).execute(plan.id)
+    assert [(s.status, s.attempts) for s in done.steps] == [("failed", 1), ("completed", 1), ("failed", 1)]
+    assert "step 1 (a) uses step 2's result, which it was not given" in (done.step(1).error or "")
+    assert "uses step 9's result" in (done.step(3).error or "") and "(2)" in (done.step(3).error or "")
+    assert record.log == [("a", "B")]

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+import pytest
 from click.testing import CliRunner
 
+from agent import Tool
 from agent.orchestration import AgentConfig, AgentOrchestrator, agent_tool
 from agent.providers import FunctionModel, ModelRequest, ScriptedModel, calls
 from tracer import Recorder, RunData, Store, child_run_ids, child_runs, why
@@ -70,6 +72,31 @@ async def test_a_failing_sub_agent_is_an_error_result_the_caller_sees(store: Sto
     lead_run = store.load_run(context.run_id or "")
     [(stage_id, child)] = child_run_ids(lead_run)
     assert lead_run.stage(stage_id).status == "error" and store.get_run(child).status == "failed"
+
+
+class _Interrupt(BaseException):
+    """Not an Exception: what a KeyboardInterrupt or a SystemExit inside a sub-agent looks like."""
+
+
+async def test_a_base_exception_in_a_sub_agent_closes_the_stage_its_child_run_names(store: Store) -> None:
+    def interrupt(arguments: dict[str, Any]) -> str:
+        raise _Interrupt("stopped by hand")
+
+    stop = Tool("stop", "Stop", {"type": "object", "properties": {}}, interrupt)
+    helper = AgentOrchestrator(AgentConfig(name="helper", system_prompt="p", provider=ScriptedModel([calls(("stop", {}))]),
+                                           model="m", tools=[stop], recorder=Recorder(store)))
+    lead = AgentOrchestrator(AgentConfig(name="lead", system_prompt="p",
+                                         provider=ScriptedModel([calls(("ask_helper", {"task": "help"}))]),
+                                         model="m", tools=[agent_tool(helper)], recorder=Recorder(store)))
+    with pytest.raises(_Interrupt):
+        await lead.execute("go")
+    store.flush()
+    runs = {r.agent: r for r in store.list_runs()}
+    child = runs["helper"]
+    lead_run = store.load_run(runs["lead"].id)
+    stage = lead_run.stage(child.attributes["parent_stage"])
+    assert stage.kind == "subagent" and stage.status == "error"
+    assert "_Interrupt: stopped by hand" in (stage.error or "")
 
 
 async def test_sub_agents_work_unrecorded() -> None:

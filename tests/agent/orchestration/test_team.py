@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -121,3 +122,44 @@ async def test_a_router_naming_an_unknown_agent_is_recorded_as_a_failed_team_run
     data = store.load_run(run.id)
     assert run.status == "failed" and "legal" in (run.error or "")
     assert [s.kind for s in data.stages] == ["input", "error"]
+
+
+class _Interrupt(BaseException):
+    """Not an Exception: what a KeyboardInterrupt inside a router looks like."""
+
+
+async def test_a_team_cancelled_while_its_router_runs_ends_its_run_cancelled(store: Store) -> None:
+    started = asyncio.Event()
+
+    async def slow_router(message: str, context: dict[str, Any]) -> str:
+        started.set()
+        await asyncio.sleep(100)
+        return "tech"
+
+    teams = MultiAgentOrchestrator(recorder=Recorder(store))
+    teams.register_team(support(router=slow_router))
+    task = asyncio.ensure_future(teams.execute("hi"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    store.flush()
+    [run] = store.list_runs()
+    assert run.status == "cancelled" and run.ended_at is not None
+    assert run.attributes["stop_reason"] == "cancelled" and "support" in (run.error or "")
+    assert [s.kind for s in store.load_run(run.id).stages] == ["input", "error"]
+
+
+async def test_a_base_exception_in_the_router_ends_the_team_run_failed_and_is_raised(store: Store) -> None:
+    def interrupting_router(message: str, context: dict[str, Any]) -> str:
+        raise _Interrupt("stopped by hand")
+
+    teams = MultiAgentOrchestrator(recorder=Recorder(store))
+    teams.register_team(support(router=interrupting_router))
+    with pytest.raises(_Interrupt):
+        await teams.execute("hi")
+    store.flush()
+    [run] = store.list_runs()
+    assert run.status == "failed" and run.ended_at is not None
+    assert run.attributes["stop_reason"] == "interrupted" and "_Interrupt: stopped by hand" in (run.error or "")
+    assert [s.kind for s in store.load_run(run.id).stages] == ["input", "error"]
