@@ -27,8 +27,8 @@ from opentelemetry import trace as otel_trace
 from ._listeners import RecordedStage, RecordingListener
 from ._records import Run, RunStatus, StageKind, StageStatus
 from ._redaction import RedactionPolicy
+from .otel import Lineage, agent_span_key, span_id_hex, trace_id_of
 from .otel import active as otel_active
-from .otel import agent_span_key, span_id_hex, trace_id_hex
 
 LOGGER_NAME = "footprint"
 FORMAT_ENV = "FOOTPRINT_LOG_FORMAT"
@@ -143,6 +143,7 @@ class LoggingListener(RecordingListener):
         self.trace_ids = trace_ids
         self.bind_context = bind_context
         self._runs: dict[str, tuple[int, str | None]] = {}  # run id -> (first seq of the segment, session)
+        self._lineage = Lineage()  # a child run's trace is its parent's, as the export places it
 
     @property
     def log(self) -> Any:
@@ -153,7 +154,8 @@ class LoggingListener(RecordingListener):
         wanted = self.trace_ids if self.trace_ids is not None else otel_active()
         if not wanted:
             return {}
-        ids = {"trace_id": trace_id_hex(run_id)}
+        placed = self._lineage.get(run_id)
+        ids = {"trace_id": f"{placed.trace_id if placed is not None else trace_id_of(run_id):032x}"}
         if span_key is not None:
             ids["span_id"] = span_id_hex(span_key)
         return ids
@@ -161,6 +163,7 @@ class LoggingListener(RecordingListener):
     def run_started(self, run: Run, *, resumed: bool = False, first_seq: int = 0) -> None:
         """Log ``run.started`` and bind the run's ids for everything logged during it."""
         self._runs[run.id] = (first_seq, run.session_id)
+        self._lineage.place(run)
         if self.bind_context:
             structlog.contextvars.bind_contextvars(run_id=run.id, session_id=run.session_id, agent=run.agent)
         self.log.info(

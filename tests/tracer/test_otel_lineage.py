@@ -7,10 +7,13 @@ MultiAgentOrchestrator) and exported to an in-memory span exporter, live and aft
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 import random
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
@@ -20,6 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from agent.orchestration import AgentConfig, AgentOrchestrator, MultiAgentOrchestrator, Team, agent_tool
 from agent.providers import ModelResponse, ScriptedModel, calls
 from tracer import Recorder, RunData, Store
+from tracer.logs import LoggingListener, configure_logging
 from tracer.otel import OTelExporter, export_runs, span_id_of, spans_of, trace_id_of
 
 # ---------------------------------------------------------------------------------------- teams
@@ -217,3 +221,19 @@ def test_any_tree_of_delegations_exports_as_one_connected_trace(
             assert span.links[0].context.span_id == span_id_of(data.run.attributes["parent_stage"])
     for span in partial:
         assert span.parent is None or span.parent.span_id in ids
+
+
+def test_log_lines_of_a_child_run_carry_the_trace_id_its_spans_are_exported_in(tmp_path: Any) -> None:
+    out = io.StringIO()
+    configure_logging(json=True, stream=out)
+    try:
+        with Store.open(tmp_path / "fp.duckdb") as store:
+            record(chain(3), Recorder(store, listeners=[LoggingListener(trace_ids=True)]))
+            spans = spans_of(stored(store))
+    finally:
+        structlog.reset_defaults()
+        structlog.contextvars.clear_contextvars()
+    (trace,) = {s.context.trace_id for s in spans}
+    events = [json.loads(line) for line in out.getvalue().splitlines() if line.strip()]
+    assert len({e["run_id"] for e in events if e["event"] == "run.started"}) == 3
+    assert {e["trace_id"] for e in events if "trace_id" in e} == {f"{trace:032x}"}

@@ -19,6 +19,7 @@ from ._exporter import (
     resolve_protocol,
     spans_of,
 )
+from ._lineage import Lineage
 from ._spans import (
     SpanBuilder,
     agent_span_key,
@@ -31,6 +32,7 @@ from ._spans import (
 
 __all__ = [
     "CONTENT_ENV",
+    "Lineage",
     "OTelExporter",
     "SpanBuilder",
     "active",
