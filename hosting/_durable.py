@@ -5,12 +5,18 @@ reserved session ``INDEX_SESSION`` in the same persistence): written before a me
 removed once the session settles with nothing queued or owed. After a restart,
 :meth:`DurableHost.resume_unfinished` calls ``start()`` on each indexed session, so a turn a crash
 or a shutdown cut off goes on by itself.
+
+A session's events reach its listeners in order; one that reports a finished run (``TurnDone``,
+``Compacted``, ``Settled``) is held — with every event after it — until the recorder's rows are
+committed (under ``exit`` durability they are written in the background: :mod:`hosting._committed`),
+so a listener never hears of a run that is not recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from functools import partial
@@ -19,20 +25,25 @@ from typing import Any
 from agent import Agent
 from agent.durable import (
     AgentProviders,
+    Compacted,
     DurableAgent,
     InferenceSettings,
     PersistenceContext,
     SessionPersistence,
     Settled,
+    TurnDone,
 )
 from agent.durable.errors import DurableError, SettingsError
 from tracer import Recorder
 
+from ._committed import RecordingsCommits
 from .errors import HostingError
 
 log = logging.getLogger("footprint.hosting.durable")
 INDEX_SESSION = "__footprint_durable_index__"
 EVENTS_KEPT = 256  # events a slow SSE subscriber may fall behind before it is dropped
+#: events that report a finished run: delivered only once its recorded rows are committed
+_RUN_REPORTS = (TurnDone, Compacted, Settled)
 
 #: factory(session_id, persistence) -> the session's DurableAgent
 SessionFactory = Callable[[str, SessionPersistence], DurableAgent]
@@ -95,6 +106,11 @@ class DurableHost:
         self._subscribers: dict[str, set[asyncio.Queue[dict[str, Any] | None]]] = {}
         self._closed = False
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._commits = RecordingsCommits()
+        #: per session, events waiting (in order) for a run they report to be committed; each
+        #: with whether it reports one
+        self._held: dict[str, deque[tuple[dict[str, Any], bool]]] = {}
+        self._releasing: set[asyncio.Future[None]] = set()
 
     def session(self, session_id: str) -> DurableAgent:
         """The session's agent (created, with its listeners, on first use)."""
@@ -105,7 +121,7 @@ class DurableHost:
         agent = self.sessions.pop(session_id, None)
         if agent is None:
             agent = self.factory(session_id, self.persistence)
-            agent.listeners.append(partial(self._publish, session_id))
+            agent.listeners.append(partial(self._publish, session_id, agent.agent.recorder))
         self.sessions[session_id] = agent  # the most recently used, last
         return agent
 
@@ -200,6 +216,8 @@ class DurableHost:
         """Stop every session (running turns get ``grace`` seconds, then are aborted and stay owed)."""
         self._closed = True
         await asyncio.gather(*(a.close(grace) for a in self.sessions.values()), return_exceptions=True)
+        if self._releasing:  # events waiting for their runs' commit go out before the streams end
+            await asyncio.gather(*self._releasing, return_exceptions=True)
         for queues in self._subscribers.values():
             for queue in queues:
                 try:
@@ -209,19 +227,58 @@ class DurableHost:
 
     # ------------------------------------------------------------------ internals
 
-    def _publish(self, session_id: str, event: Any) -> None:
-        subscribers = self._subscribers.get(session_id)
-        if subscribers:
-            data = event_to_dict(event)
-            for queue in list(subscribers):
-                try:
-                    queue.put_nowait(data)
-                except asyncio.QueueFull:  # too slow: drop the subscriber, not the session
-                    subscribers.discard(queue)
+    def _publish(self, session_id: str, recorder: Recorder | None, event: Any) -> None:
         if isinstance(event, Settled) and not self._closed:
             task = asyncio.ensure_future(self._close_entry(session_id))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+        held = self._held.get(session_id)
+        if held is None and not self._subscribers.get(session_id):
+            return  # nobody listens (a listener that comes later hears the events from then on)
+        reports = isinstance(event, _RUN_REPORTS) and self._commits.needed(recorder)
+        if held is None and not reports:
+            self._deliver(session_id, event_to_dict(event))
+            return
+        if held is None:
+            held = self._held[session_id] = deque()
+            release = asyncio.ensure_future(self._release(session_id, recorder, held))
+            self._releasing.add(release)
+            release.add_done_callback(self._releasing.discard)
+        held.append((event_to_dict(event), reports))
+
+    def _deliver(self, session_id: str, data: dict[str, Any] | None) -> None:
+        subscribers = self._subscribers.get(session_id)
+        if not subscribers:
+            return
+        for queue in list(subscribers):
+            try:
+                queue.put_nowait(data)
+            except asyncio.QueueFull:  # too slow: drop the subscriber, not the session
+                subscribers.discard(queue)
+
+    async def _release(self, session_id: str, recorder: Recorder | None,
+                       held: deque[tuple[dict[str, Any], bool]]) -> None:
+        """Deliver the session's held events in order, each run report once its rows are committed
+        (one flush serves every event held by then; events held meanwhile wait for the next)."""
+        try:
+            while held:
+                if any(reports for _, reports in held):
+                    waiting = len(held)  # published before the flush begins: it covers their runs
+                    await self._commits.committed(recorder)
+                    for _ in range(waiting):
+                        self._deliver(session_id, held.popleft()[0])
+                else:
+                    while held:
+                        self._deliver(session_id, held.popleft()[0])
+        except Exception as exc:
+            # the recordings cannot be written: no listener is told a run ended that is not
+            # recorded; their streams end instead (the session itself is stored: it goes on)
+            log.error("session %s: its events were not sent, since the recordings could not be committed: %s",
+                      session_id, exc)
+            held.clear()
+            self._deliver(session_id, None)
+        finally:
+            self._held.pop(session_id, None)
 
     async def _close_entry(self, session_id: str) -> None:
         """Drop the index entry of a session that settled with nothing queued or owed; then let

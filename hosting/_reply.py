@@ -1,4 +1,4 @@
-"""What a turn replies: one of the three ends (answered, awaiting a person, failed)."""
+"""What a turn replies: how it ended (answered, awaiting a person, failed, cancelled, interrupted)."""
 
 from __future__ import annotations
 

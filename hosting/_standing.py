@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from typing import Any
 
@@ -45,7 +46,7 @@ from .errors import (
     UnreadableEnvelopeError,
     VersionConflictError,
 )
-from .sessions import InMemorySessions, SessionStore
+from .sessions import Envelope, InMemorySessions, SessionStore
 
 log = logging.getLogger("footprint.host")
 
@@ -307,7 +308,9 @@ class StandingAgent:
             if session_lock is None or session_id is None:
                 async with slot.lock:
                     self._check_draining(session_id)
-                    return await run_anonymous(slot.agent, message, emit)
+                    reply = await run_anonymous(slot.agent, message, emit)
+                await self._turns.recorded(slot.agent)  # its reply names its run: recorded first
+                return reply
             async with session_lock:
                 self._check_draining(session_id)
                 return await self._session_turn(slot, session_id, message, decision, turn_id, emit)
@@ -408,14 +411,41 @@ class StandingAgent:
 
     # ------------------------------------------------------------------ sessions
 
+    async def _status(self, session_id: str, stored: str | None, running: bool,
+                      envelope: Envelope | None = None) -> str | None:
+        """A session's status as the API shows it: ``running`` while one of its turns runs (here, or
+        on another host sharing the store, under that host's lease); ``interrupted`` for a turn a
+        crash or a shutdown stopped, until the session's next request finishes it; else its last
+        run's (``answered``, ``awaiting``, ``failed``, ``cancelled``).
+
+        The stored status alone said ``running`` after a crash, beside ``running: false``, until the
+        session's next request.
+        """
+        if running:
+            return "running"
+        if stored != "running":
+            return stored
+        if not self.sessions.shared:
+            return "interrupted"  # one writer process, and it is not running it: a dead one's turn
+        if envelope is None:
+            try:
+                envelope = await self.sessions.load(session_id)
+            except SessionStoreError:
+                return stored  # unreadable here: say what is stored
+        turn = (envelope.turn if envelope is not None else None) or {}
+        live = turn.get("state") == "running" and turn.get("host") != self.host_id \
+            and turn.get("lease_until", 0) > time.time()
+        return "running" if live else "interrupted"
+
     async def sessions_overview(self, *, limit: int = 1000) -> list[dict[str, Any]]:
-        """Sessions as ``{session_id, active, running, last_activity, status}``, latest first."""
+        """Sessions as ``{session_id, active, running, last_activity, status}``, latest first
+        (``running``: a turn of it runs on this host; ``status``: see :meth:`_status`)."""
         running = self.running_sessions()
         lines: dict[str, dict[str, Any]] = {}
         for s in await self.sessions.list(limit=limit):
             lines[s.session_id] = {"session_id": s.session_id, "active": self._is_active(s.session_id),
                                    "running": s.session_id in running, "last_activity": s.updated_at,
-                                   "status": s.status}
+                                   "status": await self._status(s.session_id, s.status, s.session_id in running)}
         for sid in running - set(lines):
             lines[sid] = {"session_id": sid, "active": self._is_active(sid), "running": True,
                           "last_activity": None, "status": "running"}
@@ -431,12 +461,14 @@ class StandingAgent:
         envelope = await self.sessions.load(session_id)
         if envelope is None:
             return None
+        running = session_id in self.running_sessions()
         return {
-            "session_id": session_id, "version": envelope.version, "status": envelope.status,
+            "session_id": session_id, "version": envelope.version,
+            "status": await self._status(session_id, envelope.status, running, envelope),
             "awaiting": envelope.awaiting, "question": (envelope.pause or {}).get("question"),
             "messages": envelope.message_count, "created_at": envelope.created_at,
             "updated_at": envelope.updated_at, "last_run_id": envelope.last_run_id,
-            "active": self._is_active(session_id), "running": session_id in self.running_sessions(),
+            "active": self._is_active(session_id), "running": running,
             "turn": (envelope.turn or {}).get("state"), "persisted_tool_results": sorted(envelope.tool_results),
         }
 

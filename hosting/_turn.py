@@ -10,8 +10,10 @@ The durability dial decides when the session is persisted:
           for the session finishes the interrupted turn first (see :mod:`hosting._recovery`):
           tool results already persisted are served; of the missing calls only durable tools run.
 
-Either way a turn's reply is sent only once the turn is committed, and a save appends only what
-the turn added (see :mod:`hosting.sessions._records`).
+Either way a turn's reply is sent only once the turn is committed — its run's recorded rows first
+(under ``exit`` the recorder writes them in the background, so the host waits for them: see
+:mod:`hosting._committed`), then the session — and a save appends only what the turn added (see
+:mod:`hosting.sessions._records`). So a stored session never names a run that is not recorded.
 
 The hooks below are merged into every agent instance the host runs; they find the turn by the
 run's session id, so anonymous runs and runs outside the host are untouched.
@@ -30,6 +32,7 @@ from typing import Any
 from agent import Agent, AgentEvent, Conversation, Hooks, PauseState, RunContext, RunFinished, RunResult
 from tracer import ContextItem, Item, ItemKind, Origin, OriginKind, RedactionPolicy
 
+from ._committed import RecordingsCommits
 from ._reply import TurnReply
 from .sessions import Envelope, SessionStore
 
@@ -72,6 +75,7 @@ class SessionTurns:
         self.host_id = host_id
         self.lease_seconds = lease_seconds
         self.active: dict[str, TurnState] = {}
+        self.commits = RecordingsCommits()
         self.hooks = Hooks(
             before_loop=self._before_loop, after_inference=self._after_inference,
             on_tool_end=self._on_tool_end, after_turn=self._after_turn,
@@ -176,9 +180,20 @@ class SessionTurns:
         )
         return envelope, reply
 
+    async def recorded(self, agent: Agent) -> None:
+        """Return once the runs ``agent`` recorded so far are committed (group-committed with the
+        other turns finishing now; at once when its recorder writes nothing in the background)."""
+        await self.commits.committed(agent.recorder)
+
     async def persist(self, state: TurnState, envelope: Envelope, reply: TurnReply) -> TurnReply:
         """Save the captured envelope against the latest version this turn saved; returns once it
-        is committed, under either durability (a reply is never sent for a turn not stored)."""
+        is committed, under either durability (a reply is never sent for a turn not stored).
+
+        The run's recorded rows are committed first: a session saved, then a crash before the
+        recorder's background write, left a stored turn (and its replayed reply, and later turns'
+        history) naming a run that was never recorded.
+        """
+        await self.recorded(state.agent)
         async with state.save_lock:
             # awaited directly: this runs in the host's own task, after the run, so no shutdown
             # cancels it midway (a sync checkpoint inside the run can be: see _save)

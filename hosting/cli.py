@@ -75,8 +75,15 @@ def agent_builder(spec: str) -> tuple[Callable[[Recorder], Agent], str]:
     if not module_name or not attribute:
         raise click.BadParameter(f"{spec!r} is not demo, echo or MODULE:CALLABLE", param_hint="--agent")
     try:
-        factory = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.BadParameter(f"cannot load {spec!r}: {exc}", param_hint="--agent") from exc
+    except Exception as exc:  # the module's file is not Python (a SyntaxError: not UTF-8, a typo) or its code failed
+        raise click.BadParameter(f"cannot load {spec!r}: importing {module_name} failed: {type(exc).__name__}: {exc}",
+                                 param_hint="--agent") from exc
+    try:
+        factory = getattr(module, attribute)
+    except AttributeError as exc:
         raise click.BadParameter(f"cannot load {spec!r}: {exc}", param_hint="--agent") from exc
     if not callable(factory):
         raise click.BadParameter(f"{spec!r} is not callable", param_hint="--agent")

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tracer import Evidence, Recorder, Store, why
+from tracer import Evidence, Recorder, Store, one_line, why
 
 from .._events import RunFinished, RunResult, ToolStarted
 from .._memory import ConversationMemory
@@ -113,7 +113,7 @@ async def run_demo(
         if any(word in text for word in suspects) and origin.kind in ("memory", "prompt_section", "file", "hook"):
             mark = "=>"
             demo.culprits.append((origin.source or origin.kind, text, origin.stage_id or ""))
-        echo(f"  {mark} {node.item_kind:<15} {text[:64]!r:<68} <- {origin.kind} {origin.source or ''}")
+        echo(f"  {mark} {node.item_kind:<15} {one_line(text, 64)!r:<68} <- {origin.kind} {origin.source or ''}")
     echo("")
     for source, text, _stage in demo.culprits:
         echo(f"The evidence names {source!r}: {text!r}, injected into the prompt by the composer; it")

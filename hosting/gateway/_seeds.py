@@ -34,12 +34,32 @@ def load_seed_file(path: str | Path) -> list[AgentDefinition]:
     """The definitions in a seed file; :class:`SeedFileError` says what is wrong and where."""
     where = str(path)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise SeedFileError(f"cannot read the default agents file {where}: {exc.strerror or exc}") from exc
+    return parse_seeds(_parse_json(raw, where), where=where)
+
+
+def _parse_json(raw: bytes, where: str) -> Any:
+    """``raw`` parsed as UTF-8 JSON; a :class:`SeedFileError` naming ``where`` and what is wrong.
+
+    Every way the parser can refuse a file is said so — bytes that are not UTF-8 (a file saved as
+    Latin-1 or UTF-16), nesting too deep to parse, an integer longer than Python reads — not only a
+    syntax error: the others escaped as a `footprint: internal error` (exit 70).
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SeedFileError(f"{where} is not UTF-8 JSON: byte 0x{raw[exc.start]:02x} at position {exc.start} is not "
+                            f"UTF-8 (save the file as UTF-8)") from None
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SeedFileError(f"{where} is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
-    return parse_seeds(data, where=where)
+        raise SeedFileError(f"{where} is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise SeedFileError(f"{where} is not JSON the host can read: it is nested too deeply to parse") from None
+    except ValueError as exc:  # an integer of more digits than sys.get_int_max_str_digits()
+        raise SeedFileError(f"{where} is not JSON the host can read: {exc}") from None
 
 
 def parse_seeds(data: Any, *, where: str = "seed") -> list[AgentDefinition]:

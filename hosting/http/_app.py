@@ -40,7 +40,7 @@ from ..errors import HostingError
 from ..gateway import Gateway
 from ._agents import mount_agents_api
 from ._durable import durable_router
-from ._errors import BodyLimitMiddleware, error_body, install_error_handlers
+from ._errors import BodyLimitMiddleware, CharsetMiddleware, error_body, install_error_handlers
 from ._fast import TurnFastPath
 from ._models import (
     ERROR_RESPONSES,
@@ -148,6 +148,7 @@ def create_app(
         responses=ERROR_RESPONSES,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(CharsetMiddleware)  # (added last: it runs first, before the body is read)
     if host is not None:  # it reads the raw body and hands anything odd to the full app
         app.turn_fast_path = TurnFastPath(app.through_fastapi, host=host, token=token, max_body_bytes=max_body_bytes)
     install_error_handlers(app)

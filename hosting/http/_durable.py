@@ -21,13 +21,14 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent.durable import InferenceSettings
 from agent.durable.errors import CompactionError, SettingsError
 
 from .._durable import DurableHost, DurableSessionError
 from ..errors import SessionNotFoundError
+from ._errors import invalid_request
 from ._models import MAX_MESSAGE_CHARS
 from ._params import SessionId
 
@@ -44,6 +45,24 @@ class QueueRequest(BaseModel):
     model: str | None = Field(None, min_length=1, max_length=200)
     effort: str | None = Field(None, description="minimal, low, medium or high")
     service_tier: str | None = Field(None, description="auto, default, flex or priority")
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("text must not be blank: send the message's words")
+        return text
+
+
+#: the settings a queued message may carry (a SettingsError about one is reported on that field)
+_SETTINGS = ("provider", "model", "effort", "service_tier")
+
+
+def _settings_field(error: SettingsError, body: QueueRequest) -> str | None:
+    """The body field a settings error is about: the given setting its message names first."""
+    message = str(error)
+    named = [(message.find(name), name) for name in _SETTINGS if getattr(body, name) is not None and name in message]
+    return min(named)[1] if named else None
 
 
 class QueuedReply(BaseModel):
@@ -64,13 +83,11 @@ def durable_router(durable: DurableHost) -> APIRouter:
             raise SessionNotFoundError(session_id, what=what, listing="GET /v1/durable")
 
     async def queue(session_id: str, which: str, body: QueueRequest) -> JSONResponse:
-        if not body.text.strip():
-            raise HTTPException(422, "`text` must not be blank")
         try:
             settings = InferenceSettings(body.provider, body.model, body.effort, body.service_tier)
             key = await durable.queue(session_id, which, body.text, settings)
-        except SettingsError as exc:
-            raise HTTPException(422, str(exc)) from exc
+        except SettingsError as exc:  # an unknown effort, a provider the host lacks: the client's to fix
+            raise invalid_request(str(exc), field=_settings_field(exc, body)) from exc
         except DurableSessionError as exc:
             raise HTTPException(503, str(exc)) from exc
         return JSONResponse({"session_id": session_id, "queue": which, "key": key}, status_code=202)

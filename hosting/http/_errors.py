@@ -10,6 +10,7 @@ import functools
 import logging
 import re
 import sys
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,7 +27,27 @@ from ..errors import SessionStoreError, TurnRefusedError, UnreadableEnvelopeErro
 log = logging.getLogger("footprint.host")
 
 _HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-               405: "method_not_allowed", 413: "too_large", 415: "unsupported_media_type"}
+               405: "method_not_allowed", 408: "request_timeout", 413: "too_large", 415: "unsupported_media_type",
+               422: "invalid_request"}
+
+
+def http_code(status: int) -> str:
+    """The ``code`` of an error answered with ``status`` and nothing more specific: the API's own
+    name for it (a 422 is ``invalid_request`` wherever it comes from), else the status's phrase
+    (``bad_gateway``). Never the ``http_error`` that said nothing a client could act on."""
+    if status in _HTTP_CODES:
+        return _HTTP_CODES[status]
+    try:
+        return re.sub(r"[^a-z0-9]+", "_", HTTPStatus(status).phrase.lower()).strip("_")
+    except ValueError:  # a status HTTP does not define
+        return "client_error" if status < 500 else "server_error"
+
+
+def invalid_request(message: str, *, field: str | None = None) -> RequestValidationError:
+    """A route's own check of its input, raised as this and so answered exactly as a field pydantic
+    refused: 422 ``invalid_request`` with ``field`` (a body field) and ``details``."""
+    return RequestValidationError([{"type": "value_error", "loc": ("body", field) if field else ("body",),
+                                    "msg": message, "input": None}])
 
 
 _MASK = RedactionPolicy()  # an error text may quote a credential (a provider's, a DSN's): masked in every reply
@@ -124,7 +145,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(cause, ValueError) and not isinstance(cause, UnicodeDecodeError):
             return JSONResponse(error_body("invalid_json", f"the request body could not be read as JSON: "
                                            f"{type(cause).__name__}: {str(cause)[:200]}"), status_code=400)
-        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        code = http_code(exc.status_code)
         headers = dict(exc.headers or {})
         message = str(exc.detail)
         path = _shown(request.url.path)
@@ -222,6 +243,46 @@ class InternalErrorMiddleware:
             if started:
                 raise
             await error_response(exc, where=f"{scope['method']} {scope['path']}")(scope, receive, send)
+
+
+_UTF8 = frozenset({"utf-8", "utf8"})
+
+
+def foreign_charset(content_type: str) -> str | None:
+    """The ``charset`` a JSON ``Content-Type`` names when it is not UTF-8 (None: UTF-8, none given,
+    or not JSON). The host reads every JSON body as UTF-8 (RFC 8259 allows nothing else), so a
+    body declared Latin-1 would be read as something it is not."""
+    media, _, params = content_type.partition(";")
+    media = media.strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        return None
+    for param in params.split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip('"').strip()
+            return None if charset.lower() in _UTF8 else charset
+    return None
+
+
+class CharsetMiddleware:
+    """Refuses a JSON body declared in a charset other than UTF-8 with 415, naming the charset."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for name, value in scope.get("headers", ()):
+                if name == b"content-type":
+                    charset = foreign_charset(value.decode("latin-1"))
+                    if charset is not None:
+                        shown = charset if len(charset) <= 40 else charset[:40] + "…"
+                        response = JSONResponse(error_body(
+                            "unsupported_media_type", f"the body is read as UTF-8 JSON, and this one is declared "
+                            f"charset={shown}: send it as UTF-8 (charset=utf-8, or no charset)"), status_code=415)
+                        await response(scope, receive, send)
+                        return
+        await self.app(scope, receive, send)
 
 
 class BodyLimitMiddleware:

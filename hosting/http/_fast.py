@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._standing import StandingAgent
-from ._errors import error_response
+from ._errors import error_response, foreign_charset
 from ._models import TurnRequest
 
 
@@ -38,7 +38,10 @@ class TurnFastPath:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        declared = headers.get(b"content-type", b"")
+        content_type = declared.split(b";")[0].strip().lower()
+        if b";" in declared and foreign_charset(declared.decode("latin-1")) is not None:
+            content_type = b""  # not UTF-8: the app's 415 says so
         authorized = self.expected_auth is None or hmac.compare_digest(
             headers.get(b"authorization", b""), self.expected_auth
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -68,6 +68,10 @@ def check_turn_id(value: str) -> str:
     text at all (the turn ran, then its save failed with 503), and other control characters in an
     id are a client's bug, not a name.
     """
+    if not value:
+        raise ValueError("turn id must not be empty (give 1-200 characters naming the turn, or leave turn_id out)")
+    if len(value) > 200:
+        raise ValueError(f"turn id is {len(value)} characters; it must be {TURN_ID_RULE}")
     if any(unicodedata.category(c) in ("Cc", "Cs") for c in value):
         raise ValueError(f"turn id {quoted(value)} must be {TURN_ID_RULE}")
     _refuse_credential("turn id", value)  # it is stored as a key (turn.<turn_id>), never masked
@@ -89,8 +93,11 @@ UserIdText = Annotated[str, AfterValidator(_checked_user_id),
 SessionIdText = Annotated[str, AfterValidator(check_session_id),
                           Field(json_schema_extra={"pattern": SESSION_ID_PATTERN})]
 
-#: A client's turn id, checked the same way in every body that takes one.
-TurnIdText = Annotated[str, AfterValidator(check_turn_id), Field(min_length=1, max_length=200)]
+#: A client's turn id, checked the same way in every body that takes one. (Its length is checked by
+#: check_turn_id too: pydantic's own length check answered an empty one with "Value should have
+#: at least 1 item after validation, not 0".)
+TurnIdText = Annotated[str, AfterValidator(check_turn_id),
+                       Field(json_schema_extra={"minLength": 1, "maxLength": 200})]
 
 
 class TurnRequest(BaseModel):
@@ -132,9 +139,13 @@ class DecisionRequest(BaseModel):
 
 
 class TurnReplyModel(BaseModel):
-    """How a turn ended: answered, awaiting a person (with the question), or failed."""
+    """How a turn ended: answered, awaiting a person (with the question), failed, cancelled, or
+    interrupted by a host stop (stored, finished on the session's next request)."""
 
-    status: str = Field(description="answered | awaiting | failed | cancelled | interrupted")
+    status: Literal["answered", "awaiting", "failed", "cancelled", "interrupted"] = Field(
+        description="answered; awaiting a person's decision (the question); failed (the error); cancelled (the run "
+                    "was stopped); interrupted (the host stopped during the turn: it is stored and finishes on the "
+                    "session's next request, whose reply carries it as recovered)")
     session_id: str | None
     run_id: str | None
     answer: str = ""
@@ -151,9 +162,12 @@ class SessionLine(BaseModel):
 
     session_id: str
     active: bool = Field(description="An agent instance for it is in the pool.")
-    running: bool = Field(description="A turn of it is running now.")
+    running: bool = Field(description="A turn of it is running on this host now.")
     last_activity: float | None = Field(description="Unix time of its last change.")
-    status: str | None = Field(description="The status of its last run.")
+    status: str | None = Field(description="running (a turn of it runs: here, or on another host sharing the store, "
+                                           "under that host's lease); interrupted (a crash or a shutdown stopped its "
+                                           "turn: the session's next request finishes it); else its last run's "
+                                           "status (answered, awaiting, failed, cancelled).")
 
 
 class SessionsReply(BaseModel):

@@ -46,3 +46,13 @@ async def test_offline_demo_model_answers_from_context() -> None:
     stale = [Fact("profile.home_city", "Maya lives in Berlin.")]
     assert "Berlin" in await city_answer(stale)
     assert "Lisbon" in await city_answer([])
+
+
+async def test_the_context_list_cuts_no_text_without_an_ellipsis(tmp_path: Path) -> None:
+    lines: list[str] = []
+    with Store.open(tmp_path / "demo.duckdb") as store:
+        await run_demo(store, provider=OfflineDemoModel(), echo=lines.append, session_id="maya-cut", prove=False)
+    listed = [line for line in lines if " <- " in line]
+    base = next(line for line in listed if "You are Maya's personal assistant" in line)
+    assert "…" in base, base
+    assert not any("manage her calendar and h\"" in line for line in listed)

@@ -2,8 +2,9 @@
 
 A child opens the store, serves ``sessions`` sessions at once in process — each sending its turns
 ``start..turns`` one after another, every turn a tool batch of a durable and a non-durable call —
-and writes a line to ``acks`` for each turn whose reply it got. A reply means the turn is stored;
-the parent kills the child at random moments and checks what the store holds against the acks.
+and writes a line to ``acks`` for each turn whose reply it got (``session turn run_id``). A reply
+means the turn is stored, its recorded run too; the parent kills the child at random moments and
+checks what the store holds against the acks. ``durability`` is the host's and the recorder's.
 """
 
 from __future__ import annotations
@@ -63,13 +64,14 @@ def make_agent(directory: Path, recorder: Recorder, seed: int) -> Agent:
     return Agent("crashloop", provider=FunctionModel(answer, keep_requests=0), tools=tools, recorder=recorder)
 
 
-async def serve(directory: Path, sessions: int, starts: list[int], turns: int, seed: int) -> None:
+async def serve(directory: Path, sessions: int, starts: list[int], turns: int, seed: int,
+                durability: str = "sync") -> None:
     from hosting import DuckDBSessions, standing_agent
 
     store = Store.open(directory / "fp.duckdb")
-    recorder = Recorder(store, durability=Durability.SYNC)
+    recorder = Recorder(store, durability=Durability(durability))
     host = standing_agent(agent_factory=lambda: make_agent(directory, recorder, seed), sessions=DuckDBSessions(store),
-                          durability="sync", recordings=store, close_sessions=True, host_id="crashloop")
+                          durability=durability, recordings=store, close_sessions=True, host_id="crashloop")
     await host.start()
 
     async def session(n: int) -> None:
@@ -78,7 +80,7 @@ async def serve(directory: Path, sessions: int, starts: list[int], turns: int, s
             if reply.status != "answered":
                 raise RuntimeError(f"session {n} turn {t}: {reply.status} {reply.error}")
             fd = os.open(directory / "acks", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            os.write(fd, f"{n} {t}\n".encode())
+            os.write(fd, f"{n} {t} {reply.run_id}\n".encode())
             os.close(fd)
 
     await asyncio.gather(*(session(n) for n in range(sessions)))
@@ -86,11 +88,11 @@ async def serve(directory: Path, sessions: int, starts: list[int], turns: int, s
     store.close()
 
 
-def child(directory: Path, sessions: int, starts: list[int], turns: int, seed: int) -> None:
+def child(directory: Path, sessions: int, starts: list[int], turns: int, seed: int, durability: str = "sync") -> None:
     """The forked child's whole life: serve, then leave without running the parent's cleanup."""
     code = 0
     try:
-        asyncio.run(serve(directory, sessions, starts, turns, seed))
+        asyncio.run(serve(directory, sessions, starts, turns, seed, durability))
     except BaseException as exc:  # the parent reads the reason from the file
         (directory / "child-error").write_text(f"{type(exc).__name__}: {exc}")
         code = 1

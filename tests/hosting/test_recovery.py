@@ -286,3 +286,59 @@ async def test_a_crash_while_resuming_a_paused_run_resumes_it_again_with_the_sam
     await doomed
     await first.close()
     await second.close()
+
+
+async def _line(host: Any, session_id: str) -> dict[str, Any]:
+    return next(line for line in await host.sessions_overview() if line["session_id"] == session_id)
+
+
+async def test_after_a_crash_the_session_is_listed_interrupted_until_its_next_request_finishes_it(
+        store: Store) -> None:
+    """The listing said "status": "running" beside "running": false for every session a crash
+    stopped mid-turn, until that session's next request."""
+    scenario = Scenario(store)
+    sessions = InMemorySessions()
+    first = standing_agent(agent_factory=scenario.agent, sessions=sessions, durability="sync")
+    doomed = asyncio.ensure_future(first.handle("go", session_id="alice"))
+    await scenario.slow_started.wait()
+    await _wait_for_result(sessions, "call-a")
+    line = await _line(first, "alice")
+    assert (line["status"], line["running"]) == ("running", True)
+    disk = _crash_copy(sessions)
+
+    scenario.block = False
+    second = standing_agent(agent_factory=scenario.agent, sessions=disk, durability="sync")
+    line, info = await _line(second, "alice"), await second.session_info("alice")
+    assert (line["status"], line["running"]) == ("interrupted", False)
+    assert info is not None and (info["status"], info["running"]) == ("interrupted", False)
+    reply = await second.handle("and then?", session_id="alice")
+    assert reply.recovered is not None
+    assert ((await _line(second, "alice"))["status"], (await second.session_info("alice") or {})["status"]) == (
+        "answered", "answered")
+
+    scenario.release.set()
+    await doomed
+    await first.close()
+    await second.close()
+
+
+@pytest.mark.parametrize(("lease", "shown"), [(60.0, "running"), (0.01, "interrupted")])
+async def test_on_a_shared_store_a_turn_under_another_hosts_lease_is_listed_running(
+        store: Store, lease: float, shown: str) -> None:
+    """Several hosts on one store (PostgreSQL): a turn another host runs is running until its lease
+    expires, then a leftover this host's next request for it finishes."""
+    scenario = Scenario(store)
+    sessions = InMemorySessions()
+    sessions.shared = True  # as PostgresSessions
+    first = standing_agent(agent_factory=scenario.agent, sessions=sessions, durability="sync", lease_seconds=lease)
+    doomed = asyncio.ensure_future(first.handle("go", session_id="alice"))
+    await scenario.slow_started.wait()
+    await _wait_for_result(sessions, "call-a")
+    await asyncio.sleep(0.05)
+    other = standing_agent(agent_factory=scenario.agent, sessions=sessions, durability="sync", host_id="other")
+    line = await _line(other, "alice")
+    assert (line["status"], line["running"]) == (shown, False)
+    scenario.release.set()
+    await doomed
+    await first.close()
+    await other.close()

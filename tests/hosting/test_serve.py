@@ -123,6 +123,35 @@ def test_serve_refuses_an_agent_spec_that_builds_no_agent_before_it_listens(
     assert "footprint host on" not in result.output
 
 
+def test_serve_names_a_seed_file_that_is_not_utf8_as_an_error_not_an_internal_one(tmp_path: Path) -> None:
+    """`footprint serve --agents-seed latin1.json` said `footprint: internal error: UnicodeDecodeError` (exit 70)."""
+    seed = tmp_path / "latin1.json"
+    seed.write_bytes('[{"id": "caf\xe9", "name": "Café"}]'.encode("latin-1"))
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", "from explorer.cli import main; main()", "serve", "--port", "0", "--agent", "echo",
+         "--db", str(tmp_path / "s.duckdb"), "--agents-seed", str(seed)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith(f"footprint: error: {seed} is not UTF-8 JSON: byte 0xe9"), result.stderr
+    assert not (tmp_path / "s.duckdb").exists()  # refused before the store is made
+
+
+def test_serve_names_an_agent_module_that_cannot_be_imported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A --agent module whose file is not Python (not UTF-8, a syntax error) or fails at import was an
+    internal error (SyntaxError, exit 70); it is a bad --agent, as a module that is not there is."""
+    (tmp_path / "latin1_agent.py").write_bytes("NAME = 'caf\xe9'\n".encode("latin-1"))
+    (tmp_path / "failing_agent.py").write_text("raise RuntimeError('no config')\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for spec, says in (("latin1_agent:build", "SyntaxError: "), ("failing_agent:build", "RuntimeError: no config")):
+        result = CliRunner().invoke(cli, ["serve", "--agent", spec, "--port", "0", "--db", str(tmp_path / "s.duckdb")])
+        assert result.exit_code == 2, result.output
+        assert f"cannot load {spec!r}: importing {spec.split(':')[0]} failed: {says}" in result.output, result.output
+
+
 @pytest.mark.parametrize("command", ["serve", "up"])
 @pytest.mark.parametrize("token", ["", "  "])
 def test_an_empty_token_is_refused_not_served_as_a_host_nobody_can_use(

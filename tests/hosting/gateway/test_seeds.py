@@ -69,6 +69,28 @@ def test_a_bad_seed_file_says_what_and_where(tmp_path: Path, content: str, messa
     assert str(path) in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[{\"id\": \"caf\xe9\"}]".encode("latin-1"), "is not UTF-8 JSON: byte 0xe9 at position 12 is not UTF-8"),
+        ("[]".encode("utf-16"), "is not UTF-8 JSON: byte 0xff at position 0"),
+        (b"[" * 100_000 + b"]" * 100_000, "is nested too deeply to parse"),
+        (b"[" + b"9" * 5000 + b"]", "is not JSON the host can read: Exceeds the limit"),
+    ],
+    ids=["latin-1", "utf-16", "deep", "huge-integer"],
+)
+def test_a_seed_file_the_parser_refuses_for_any_reason_is_a_seed_file_error(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    """A file that is not UTF-8 escaped as UnicodeDecodeError: `footprint: internal error` (exit 70)."""
+    path = tmp_path / "seeds.json"
+    path.write_bytes(content)
+
+    with pytest.raises(SeedFileError, match=message) as caught:
+        load_seed_file(path)
+    assert str(caught.value).startswith(str(path))
+
+
 def test_a_missing_seed_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(SeedFileError, match=r"cannot read the default agents file .*missing\.json"):
         load_seed_file(tmp_path / "missing.json")

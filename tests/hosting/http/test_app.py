@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -244,6 +245,63 @@ async def test_a_body_not_sent_as_json_is_415_saying_so(client: httpx.AsyncClien
     fine = await client.post("/v1/turns", content=b'{"message": "hi"}',
                              headers={**AUTH, "Content-Type": "application/json; charset=utf-8"})
     assert fine.status_code == 200
+
+
+@pytest.mark.parametrize("charset", ["latin-1", "ISO-8859-1", '"utf-16"', "koi8-r"])
+@pytest.mark.parametrize("route", ["/v1/turns", "/v1/turns/stream", "/v1/sessions/s/decision"])
+async def test_a_json_body_declared_in_a_charset_other_than_utf8_is_415_naming_it(
+        client: httpx.AsyncClient, charset: str, route: str) -> None:
+    """`application/json; charset=latin-1` was accepted and the body read as UTF-8 (what it said it
+    was not): the host reads UTF-8 JSON only, and says so."""
+    body = b'{"message": "hi", "session_id": "lat", "decision": "yes"}'
+    declared = {**AUTH, "Content-Type": f"application/json; charset={charset}"}
+    response = await client.post(route, content=body, headers=declared)
+    assert response.status_code == 415, response.text
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_media_type"
+    assert f"declared charset={charset.strip(chr(34))}: send it as UTF-8" in error["message"], error
+    for fine in ("application/json; charset=UTF-8", "application/json;charset=utf8", "application/json"):
+        answered = await client.post("/v1/turns", content=b'{"message": "hi"}', headers={**AUTH, "Content-Type": fine})
+        assert answered.status_code == 200, (fine, answered.text)
+
+
+@pytest.mark.parametrize("route", ["/v1/turns", "/v1/sessions/bob/decision"])
+async def test_an_empty_turn_id_is_refused_in_words(client: httpx.AsyncClient, route: str) -> None:
+    """It said "Value should have at least 1 item after validation, not 0"."""
+    body = {"message": "hi", "session_id": "bob", "turn_id": ""} if route == "/v1/turns" else {"decision": "y",
+                                                                                                "turn_id": ""}
+    response = await client.post(route, json=body, headers=AUTH)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == ("invalid_request", "turn_id")
+    assert error["message"] == ("turn_id: turn id must not be empty (give 1-200 characters naming the turn, or leave "
+                                "turn_id out)")
+    long = await client.post(route, json={**body, "turn_id": "t" * 201}, headers=AUTH)
+    assert long.status_code == 422
+    assert "turn_id: turn id is 201 characters; it must be 1-200" in long.json()["error"]["message"]
+
+
+def test_no_error_status_is_answered_with_the_code_http_error() -> None:
+    """A 422 a route raised itself (the durable routes' blank text, unknown setting) was `http_error`
+    while pydantic's were `invalid_request`; every status now has a code a client can act on."""
+    from http import HTTPStatus
+
+    from hosting.http._errors import http_code
+
+    codes = {status.value: http_code(status.value) for status in HTTPStatus if status.value >= 400}
+    assert "http_error" not in codes.values()
+    assert all(re.fullmatch(r"[a-z0-9_]+", code) for code in codes.values()), codes
+    assert (codes[422], codes[408], codes[409], codes[502], codes[503]) == (
+        "invalid_request", "request_timeout", "conflict", "bad_gateway", "service_unavailable")
+
+
+async def test_the_openapi_spec_lists_every_end_a_reply_has(client: httpx.AsyncClient) -> None:
+    """A reply may be `interrupted` (SIGTERM with --grace 0 mid-turn answers 200 with it)."""
+    spec = (await client.get("/openapi.json")).json()
+    reply = spec["components"]["schemas"]["TurnReplyModel"]["properties"]["status"]
+    assert reply["enum"] == ["answered", "awaiting", "failed", "cancelled", "interrupted"]
+    turn_id = spec["components"]["schemas"]["TurnRequest"]["properties"]["turn_id"]["anyOf"][0]
+    assert (turn_id["minLength"], turn_id["maxLength"]) == (1, 200)
 
 
 async def test_an_unknown_run_status_is_422_naming_the_ones_there_are(client: httpx.AsyncClient) -> None:

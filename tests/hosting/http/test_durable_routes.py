@@ -89,20 +89,33 @@ async def test_compacting_or_aborting_a_session_never_stored_is_404_and_creates_
         await lifespan.__aexit__(None, None, None)
 
 
-@pytest.mark.parametrize("path, body, status, match", [
-    ("/v1/durable/bad id/send", {"text": "x"}, 422, "session_id: session id 'bad id' must be 1-200 ASCII letters"),
-    ("/v1/durable/ok/send", {"text": ""}, 422, ""),
-    ("/v1/durable/ok/send", {"text": "x", "effort": "huge"}, 422, "effort must be one of"),
-    ("/v1/durable/ok/steer", {"text": "x", "colour": "red"}, 422, ""),
+@pytest.mark.parametrize("path, body, field, match", [
+    ("/v1/durable/bad id/send", {"text": "x"}, "session_id",
+     "session_id: session id 'bad id' must be 1-200 ASCII letters"),
+    ("/v1/durable/ok/send", {"text": ""}, "text", "text: String should have at least 1 character"),
+    ("/v1/durable/ok/send", {"text": "  "}, "text", "text: text must not be blank"),
+    ("/v1/durable/ok/steer", {"text": "\n\t"}, "text", "text: text must not be blank"),
+    ("/v1/durable/ok/send", {"text": "x", "effort": "huge"}, "effort", "effort: effort must be one of"),
+    ("/v1/durable/ok/send", {"text": "x", "effort": "ultra"}, "effort", "effort: effort must be one of"),
+    ("/v1/durable/ok/send", {"text": "x", "service_tier": "gold"}, "service_tier", "service_tier must be one of"),
+    ("/v1/durable/ok/send", {"text": "x", "model": "  "}, "model", "the model setting must be a non-empty string"),
+    ("/v1/durable/ok/send", {"text": "x", "provider": "nope"}, "provider",
+     "provider: provider 'nope' is not registered in this session's providers (registered: m)"),
+    ("/v1/durable/ok/steer", {"text": "x", "colour": "red"}, "colour", "colour: Extra inputs are not permitted"),
 ])
-async def test_bad_requests_are_refused_naming_what_is_wrong(path: str, body: dict[str, Any], status: int,
+async def test_bad_requests_are_refused_naming_what_is_wrong(path: str, body: dict[str, Any], field: str,
                                                              match: str) -> None:
+    """Every 422 is `invalid_request` naming its field, as on the rest of the API: a blank text, an
+    unknown setting or provider were `http_error` with no field."""
     durable = DurableHost(factory(FunctionModel(echo)), InMemoryPersistence())
     client, lifespan = await client_for(durable)
     try:
         reply = await client.post(path, json=body)
-        assert reply.status_code == status
-        assert match in reply.text
+        assert reply.status_code == 422, reply.text
+        error = reply.json()["error"]
+        assert (error["code"], error["field"]) == ("invalid_request", field), error
+        assert match in error["message"], error
+        assert durable.describe("ok")["queues"] == {"steering": [], "send": []}  # nothing was queued
     finally:
         await client.aclose()
         await lifespan.__aexit__(None, None, None)
