@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -126,7 +127,8 @@ class _DefinitionFields(_NoNul):
     @field_validator("system_prompt", "name")
     @classmethod
     def _masked_prompt(cls, value: str) -> str:
-        return _POLICY.text(value)
+        # NFC: a name typed as "cafe" + a combining accent is the same name as "café", in every store
+        return _POLICY.text(unicodedata.normalize("NFC", value))
 
     @field_validator("provider", "model")
     @classmethod

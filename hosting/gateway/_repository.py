@@ -84,12 +84,12 @@ class InMemoryAgents(AgentsRepository):
 
     async def get_by_name(self, name: str) -> AgentRecord | None:
         """The agent with this name."""
-        folded = name.casefold()
-        return next((r for r in self._agents.values() if r.name.casefold() == folded), None)
+        folded = name.lower()  # as the SQL stores compare: lower(name), so 'Straße' is not 'STRASSE' anywhere
+        return next((r for r in self._agents.values() if r.name.lower() == folded), None)
 
     async def list(self, *, limit: int = 1000, offset: int = 0) -> list[AgentRecord]:
         """Agents by name."""
-        ordered = sorted(self._agents.values(), key=lambda r: (r.name.casefold(), r.id))
+        ordered = sorted(self._agents.values(), key=lambda r: (r.name.lower(), r.id))
         return ordered[offset:offset + limit]
 
     async def update(self, record: AgentRecord) -> AgentRecord | None:

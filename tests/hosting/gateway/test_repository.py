@@ -151,3 +151,15 @@ async def test_any_valid_definition_round_trips(
     await repository.create(record)
     assert await repository.get(record.id) == record
     await repository.delete(record.id)
+
+
+async def test_one_name_is_one_name_in_every_store_whatever_its_unicode_form(repository: AgentsRepository) -> None:
+    composed = await repository.create(agent("caf\u00e9"))
+    assert agent("cafe\u0301").name == "caf\u00e9"  # typed with a combining accent: the same name
+    with pytest.raises(AgentConflictError):
+        await repository.create(agent("CAFE\u0301"))
+    assert await repository.get_by_name("CAF\u00c9") == composed
+    # lower case, as SQL's lower() compares: 'Straße' and 'STRASSE' are two names in every store
+    await repository.create(agent("Stra\u00dfe"))
+    await repository.create(agent("STRASSE"))
+    assert await repository.count() == 3
