@@ -7,7 +7,8 @@ A plan is JSON a model writes: ``{"goal": ..., "steps": [{"id": 1, "description"
 "args": {...}, "depends_on": []}, ...]}`` (in a fenced block or bare). :func:`parse_plan` rejects
 a malformed one with a :class:`PlanParseError` naming the step and what is wrong — no JSON, a
 missing description, an unknown tool, a dependency on a step that does not exist, a cycle, a
-``{{step.N}}`` for a step that does not exist or that the step does not depend on — so a
+``{{step.N}}`` for a step that does not exist or that the step does not depend on, directly or
+through another step — so a
 model shown the error can write the plan again.
 """
 
@@ -140,14 +141,29 @@ def parse_plan(response: str, *, tools: Sequence[str] | None = None) -> Plan:
             if number not in ids:
                 raise PlanParseError(f"step {step.id} uses {{{{step.{number}}}}}, but the plan has no step {number} "
                                      f"(its steps: {', '.join(map(str, ids))})")
-            if number not in step.depends_on:
-                raise PlanParseError(f"step {step.id} uses step {number}'s result but does not depend on it; "
-                                     f"add {number} to its depends_on")
+            if number not in ancestors(steps, step):
+                raise PlanParseError(f"step {step.id} uses step {number}'s result but does not depend on it, "
+                                     f"directly or through another step; add {number} to its depends_on")
     try:
         check_acyclic(steps)
     except PlanDeadlockError as exc:
         raise PlanParseError(str(exc)) from None
     return Plan(goal=goal, steps=steps, name=str(data.get("name") or goal[:60]))
+
+
+def ancestors(steps: Sequence[PlanStep], step: PlanStep) -> set[int]:
+    """The steps ``step`` waits for: those it depends on, and theirs, and so on (a cycle ends the walk)."""
+    by_id = {s.id: s for s in steps}
+    found: set[int] = set()
+    waiting = list(step.depends_on)
+    while waiting:
+        number = waiting.pop()
+        if number not in found:
+            found.add(number)
+            above = by_id.get(number)
+            if above is not None:
+                waiting.extend(above.depends_on)
+    return found
 
 
 def references(value: Any) -> list[int]:

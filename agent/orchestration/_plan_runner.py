@@ -37,7 +37,7 @@ from .._batch import running_tool, running_under
 from ..errors import ToolArgumentsError
 from ..tools import Tool, ToolLike, as_tools, result_text
 from ._orchestrator import AgentOrchestrator
-from ._plan import REFERENCE, Plan, PlanStep, check_acyclic
+from ._plan import REFERENCE, Plan, PlanStep, ancestors, check_acyclic
 from ._plan_store import PlanStore
 from ._subagent import run_subagent
 from .errors import PlanDeadlockError, PlanError
@@ -214,7 +214,8 @@ class PlanRunner:
         if tool is None:
             raise _NotRetryable(f"there is no tool named {name!r}; the plan's tools: {', '.join(self.tools) or 'none'}")
         # only a finished dependency's result: another step's may not exist yet, or run after this one
-        given = {s.id: s.result for s in plan.steps if s.id in step.depends_on and s.status == "completed"}
+        waited = ancestors(plan.steps, step)
+        given = {s.id: s.result for s in plan.steps if s.id in waited and s.status == "completed"}
         try:
             arguments = tool.parse_arguments(json.dumps(substitute(dict(args), given, step.label)))
         except ToolArgumentsError as exc:
@@ -304,7 +305,7 @@ def substitute(value: Any, results: Mapping[int, Any], label: str = "the step") 
         if number not in results:
             given = ", ".join(map(str, results)) or "none"
             raise _NotRetryable(f"{label} uses step {number}'s result, which it was not given: only the results "
-                                f"of the finished steps it depends on are ({given}); add {number} to its depends_on")
+                                f"of the finished steps it waits for are ({given}); add {number} to its depends_on")
         return step_text(results[number])
 
     if isinstance(value, str):

@@ -72,7 +72,7 @@ def test_parse_plan_finds_a_bare_object_after_prose() -> None:
     ('{"steps": [{"id": 1, "description": "a", "type": "tool_call"}]}', "is a tool_call but names no tool"),
     ('{"goal": 3, "steps": [{"description": "a"}]}', "goal must be text"),
     ('{"steps": [{"id": 1, "description": "a", "tool": "search", "args": {"query": "{{step.2}}"}}, '
-     '{"id": 2, "description": "b", "tool": "search"}]}', "step 1 uses step 2's result but does not depend on it"),
+     '{"id": 2, "description": "b", "tool": "search"}]}', "step 1 uses step 2's result but does not depend on it, directly or through another step"),
     ('{"steps": [{"id": 1, "description": "a", "tool": "search", "args": {"query": ["{{step.9}}"]}}]}',
      "step 1 uses {{step.9}}, but the plan has no step 9"),
     ('{"steps": [{"id": 1, "description": "a", "depends_on": [2]}, {"id": 2, "description": "b", '

@@ -77,7 +77,7 @@ def test_generated_plans_keep_the_runners_invariants(case: tuple[list[PlanStep],
 
 @st.composite
 def referencing_plans(draw: Any) -> list[dict[str, Any]]:
-    """Random DAG plans whose arguments use ``{{step.N}}`` of random N: a dependency, another step, or none."""
+    """Random DAG plans whose arguments use ``{{step.N}}`` of random N: a dependency (direct or not), another step, or none."""
     n = draw(st.integers(1, 8))
     steps = []
     for step_id in range(1, n + 1):
@@ -94,8 +94,13 @@ def referencing_plans(draw: Any) -> list[dict[str, Any]]:
 @given(referencing_plans())
 def test_a_plan_is_refused_naming_a_bad_reference_or_every_reference_is_a_finished_dependency(
         steps: list[dict[str, Any]]) -> None:
+    deps = {s["id"]: set(s["depends_on"]) for s in steps}
+    waits = {i: set(d) for i, d in deps.items()}  # what each step waits for, directly or not
+    for _ in steps:  # ids only point backwards: len(steps) rounds close the relation
+        for i in waits:
+            waits[i] |= {a for d in list(waits[i]) for a in deps.get(d, ())}
     bad = {(s["id"], int(r)) for s in steps for r in re.findall(r"\{\{step\.(\d+)\}\}", s["args"]["text"])
-           if int(r) not in s["depends_on"]}
+           if int(r) not in waits[s["id"]]}
     try:
         plan = parse_plan(json.dumps({"goal": "g", "steps": steps}), tools=["work"])
     except PlanParseError as exc:
