@@ -12,11 +12,9 @@ import click
 
 from agent.evidence.cli import provider_option, tools_option
 from hosting.cli import host_token
-from tracer.cli import DEFAULT_PATH
+from tracer.cli import DEFAULT_PATH, db_option
 
 from ._terminal import has_terminal
-
-_DB_HELP = "The footprint store (a DuckDB file)."
 
 
 def _need_terminal(command: str) -> None:
@@ -24,15 +22,26 @@ def _need_terminal(command: str) -> None:
         raise click.ClickException(f"footprint {command} is a full-screen app and needs a terminal")
 
 
+def _refuse_a_directory(db: str) -> None:
+    """Refuse a --db that is a directory as every command does, terminal or not: through the store's
+    own check (which raises before it opens anything)."""
+    if Path(db).is_dir():
+        from tracer import Store
+
+        Store.open(db, read_only=True)  # NotAStoreError: "DB is a directory, not a footprint store"
+
+
+# --db as every command takes it (tracer.cli.db_option): the path as given, checked by the store's own
+# open, so a directory, a missing file or a file that is not a store fails with the one error line
+# (`footprint: error: dirstore is a directory, not a footprint store`, exit 1) and not a usage error
 @click.command("explore")
-@click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), envvar="FOOTPRINT_DB",
-              default=DEFAULT_PATH, show_default=True, help=_DB_HELP)
+@db_option
 @click.option("--host", "host_url", metavar="URL", help="Attach to a running host's read API instead of a file.")
 @click.option("--token", envvar="FOOTPRINT_TOKEN", help="Bearer token for --host.")
 @click.option("--run", "run_ref", metavar="RUN", help="Open this run (an id, a unique prefix, or 'last').")
 @provider_option
 @tools_option
-def explore(db: Path, host_url: str | None, token: str | None, run_ref: str | None, provider_name: str,
+def explore(db: str, host_url: str | None, token: str | None, run_ref: str | None, provider_name: str,
             tools_ref: str | None) -> None:
     """Browse recorded runs, their flowcharts and snapshots, and ask why an answer was given.
 
@@ -45,8 +54,10 @@ def explore(db: Path, host_url: str | None, token: str | None, run_ref: str | No
         raise click.UsageError("give a store file (--db) or --host URL, not both")
     from tracer import Store, refuse_truncated
 
-    if not host_url and db.exists():
-        refuse_truncated(str(db))  # the same refusal as every command, terminal or not
+    if not host_url:  # the same refusals as every command, terminal or not
+        _refuse_a_directory(db)
+        if Path(db).exists():
+            refuse_truncated(db)
     _need_terminal("explore")
     from ._open import build_app
     from ._verdicts import chosen_evidence
@@ -59,9 +70,9 @@ def explore(db: Path, host_url: str | None, token: str | None, run_ref: str | No
         app.evidence_provider, app.evidence_tools = provider_for, tools_for
         app.run()
         return
-    if not db.exists():
+    if not Path(db).exists():
         raise click.ClickException(f"no footprint store at {db}: record a run first (footprint demo), or pass --db")
-    store = Store.open(db, read_only=True)
+    store = Store.open(db, read_only=True)  # (a file that is not a store: refused here)
     try:
         run_id = store.resolve_run_id(run_ref) if run_ref else None
         app = build_app(store, run_id=run_id)
@@ -72,14 +83,14 @@ def explore(db: Path, host_url: str | None, token: str | None, run_ref: str | No
 
 
 @click.command("sandbox")
-@click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), envvar="FOOTPRINT_DB",
-              default=DEFAULT_PATH, show_default=True, help=_DB_HELP)
-def sandbox(db: Path) -> None:
+@db_option
+def sandbox(db: str) -> None:
     """Create personas, chat with them (their conversation resumes), edit and delete them.
 
     Personas and conversations are kept in the store; every chat turn is recorded as a run. Without
     OPENAI_API_KEY the chat uses the offline demo model.
     """
+    _refuse_a_directory(db)
     _need_terminal("sandbox")
     from tracer import Store
 
@@ -93,8 +104,8 @@ def sandbox(db: Path) -> None:
 
 
 @click.command("up")
-@click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), envvar="FOOTPRINT_DB",
-              default=DEFAULT_PATH, show_default=True, help="The store the host records into and owns.")
+@click.option("--db", "db", envvar="FOOTPRINT_DB", default=DEFAULT_PATH, show_default=True,
+              help="The store the host records into and owns.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="The port the host's HTTP API listens on, on 127.0.0.1 (0: any free port).")
 @click.option("--token", envvar="FOOTPRINT_TOKEN", callback=lambda c, p, v: host_token(v),
@@ -104,7 +115,7 @@ def sandbox(db: Path) -> None:
                    "MODULE:CALLABLE taking recorder= (as footprint serve takes it).")
 @click.option("--durability", type=click.Choice(["exit", "sync"]), default="exit", show_default=True,
               help="When sessions and recordings become durable (see footprint serve).")
-def up(db: Path, port: int, token: str | None, agent_spec: str, durability: str) -> None:
+def up(db: str, port: int, token: str | None, agent_spec: str, durability: str) -> None:
     """Start the standing-agent host and the explorer in one process.
 
     The explorer opens on the host's live sessions, with a chat to talk to one and its runs as they
@@ -112,6 +123,7 @@ def up(db: Path, port: int, token: str | None, agent_spec: str, durability: str)
     `footprint explore --host http://127.0.0.1:PORT`. Closing the explorer stops the host
     (running turns get 10 s to finish, then are stored to finish later).
     """
+    _refuse_a_directory(db)
     _need_terminal("up")
     from hosting.cli import agent_builder
 

@@ -1,6 +1,10 @@
 """How the explorer writes times, tokens, costs and previews, and the colours it gives kinds.
 
-One place for these so every screen agrees (and snapshot tests have one thing to pin).
+One place for these so every screen agrees (and snapshot tests have one thing to pin). Every recorded
+text a screen shows (a question, an answer, a tool's result, a session's or an agent's name, an error)
+goes through :func:`visible` (or :func:`plain`, or ``tracer.one_line``, which calls the same function):
+a terminal acts on the control characters in it, so an answer holding ``ESC ] 0 ;`` retitled the
+window and one holding ``ESC [ 2 J`` cleared the screen. Shown as ``\\x1b``, as ``footprint show`` does.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ import time
 
 from rich.text import Text
 
-from tracer import FootprintError, Run, Stage
+from tracer import FootprintError, Run, Stage, for_terminal
 
 #: Colour of a context item by the kind of its origin (the issue asks to colour by origin kind).
 ORIGIN_COLOURS: dict[str, str] = {
@@ -63,9 +67,24 @@ _SHORT_KINDS = {
 }
 
 
+def visible(text: str | None) -> str:
+    """Recorded ``text`` as the explorer shows it: each control character a terminal would act on
+    (ESC, BEL, backspace, DEL, the C1 controls; not a tab or a line end) written as ``\\xNN``.
+
+    The same function ``footprint show`` prints through, so a screen and the CLI show a text alike.
+    """
+    return for_terminal(text or "")
+
+
+def plain(text: str | None, style: str = "") -> Text:
+    """Recorded ``text`` to put on screen: plain text (a ``str`` given to a Static or a Label is read
+    as markup, so ``[/b]`` stopped the app), its control characters :func:`visible`."""
+    return Text(visible(text), style=style)
+
+
 def kind_label(kind: str) -> str:
     """An item or origin kind short enough for a column (``prompt_section`` -> ``prompt``)."""
-    return _SHORT_KINDS.get(kind, kind)
+    return visible(_SHORT_KINDS.get(kind, kind))
 
 
 def clock(ts: float | None, *, seconds: bool = True) -> str:
@@ -124,40 +143,43 @@ def short_id(run_id: str | None) -> str:
     """A run or stage id short enough for a column (its tail, which is what differs)."""
     if not run_id:
         return "-"
+    run_id = visible(run_id)
     return run_id if len(run_id) <= 12 else "…" + run_id[-10:]
 
 
 def head(text: str | None, width: int) -> str:
-    """The start of ``text`` in ``width`` characters (ids that share a tail, like sessions)."""
+    """The start of ``text`` in ``width`` characters (ids that share a tail, like sessions), :func:`visible`."""
     if not text:
         return "-"
+    text = visible(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def status_text(status: str) -> Text:
     """A status, coloured."""
-    return Text(status, style=STATUS_COLOURS.get(status, ""))
+    return plain(status, STATUS_COLOURS.get(status, ""))
 
 
 def origin_text(kind: str, source: str | None = None) -> Text:
     """An origin kind (and its source), coloured by kind."""
     short = kind_label(kind)
-    label = short if not source else f"{short}:{source}"
+    label = short if not source else f"{short}:{visible(source)}"
     return Text(label, style=ORIGIN_COLOURS.get(kind, ""))
 
 
 def run_title(run: Run) -> str:
-    """A one-line title for a run: agent, status, when and the session."""
-    session = f" · session {run.session_id}" if run.session_id else ""
-    return f"{run.agent} · {run.status} · {clock(run.started_at)}{session}"
+    """A one-line title for a run: agent, status, when and the session (plain text: give it to a Text)."""
+    session = f" · session {visible(run.session_id)}" if run.session_id else ""
+    return f"{visible(run.agent)} · {visible(run.status)} · {clock(run.started_at)}{session}"
 
 
 def stage_label(stage: Stage) -> str:
     """A stage as ``kind name`` (the name only when it says more than the kind)."""
-    return stage.kind if stage.name in ("", stage.kind) else f"{stage.kind} {stage.name}"
+    return visible(stage.kind if stage.name in ("", stage.kind) else f"{stage.kind} {stage.name}")
 
 
 def failure(exc: BaseException) -> str:
     """What a failed read or action says on screen: footprint's own errors are written for the
-    reader and shown as they are; anything else is named by its type."""
-    return str(exc) if isinstance(exc, FootprintError) else f"{type(exc).__name__}: {exc}"
+    reader and shown as they are; anything else is named by its type. (Plain text, :func:`visible`:
+    an error quotes what it failed on, a session's name or a stored text.)"""
+    return visible(str(exc) if isinstance(exc, FootprintError) else f"{type(exc).__name__}: {exc}")

@@ -13,22 +13,32 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import uvicorn
 
 from agent import Agent
-from hosting import DuckDBSessions, HostAuthError, RecordingsClient, StandingAgent, create_app
+from hosting import DuckDBSessions, HostAuthError, StandingAgent, create_app
 from tracer import Durability, NotFoundError, Recorder, Store
 
+from ._client import HostClient
 from ._source import HostSource, StoreSource
 from .app import ExplorerApp
 from .errors import SourceError
 from .sandbox import PersonaStore, sandbox_registry
 
+if TYPE_CHECKING:
+    from hosting import DurableHost
+
 
 class HostLink(Protocol):
-    """What the host panel needs of a host: its sessions, and a way to send a turn."""
+    """What the host panel needs of a host: its sessions, and a way to send a turn.
+
+    A host that serves durable sessions has two more (:class:`~explorer._client.HostClient` has
+    both; the panel does without them): ``durable_sessions()``, each ``{session_id, busy, steering,
+    send, pending_calls}``, and ``durable_send(session_id, text)``, which queues a message on a
+    durable session's send queue and answers as :meth:`send` does once its turn ended.
+    """
 
     base_url: str
 
@@ -45,7 +55,7 @@ def attach(url: str, *, token: str | None = None, run_ref: str | None = None,
            poll_interval: float | None = 2.0) -> ExplorerApp:
     """An explorer over the host at ``url``, checked before any screen opens: reachable, and
     taking ``token`` (a wrong or missing one raises :class:`~hosting.HostAuthError`)."""
-    client = RecordingsClient(url, token)
+    client = HostClient(url, token)
     try:
         client.health()  # reachable (the health route never needs the token)
         _check_token(client, token)
@@ -57,7 +67,7 @@ def attach(url: str, *, token: str | None = None, run_ref: str | None = None,
                        start="runs" if run_id else "host")
 
 
-def _check_token(client: RecordingsClient, token: str | None) -> None:
+def _check_token(client: HostClient, token: str | None) -> None:
     """One authenticated read, so a refused token fails here and not inside the app."""
     try:
         client.count_runs()
@@ -76,11 +86,14 @@ class InProcessHost:
     """A standing-agent host served over HTTP from a thread of this process.
 
     Use as a context manager: the server is up (``url`` known) inside the block, and stopped —
-    running turns finished or stored as interrupted, sessions flushed — when it exits.
+    running turns finished or stored as interrupted, sessions flushed — when it exits. With
+    ``durable``, it serves those durable sessions too (under ``/v1/durable``, as ``footprint serve
+    --durable`` does).
     """
 
     def __init__(self, store: Store, build: AgentBuilder, *, bind: str = "127.0.0.1", port: int = 0,
-                 token: str | None = None, durability: str = "exit", grace: float = 10.0) -> None:
+                 token: str | None = None, durability: str = "exit", grace: float = 10.0,
+                 durable: DurableHost | None = None) -> None:
         recorder = Recorder(store, durability=Durability(durability))
         self.store = store
         self.host = StandingAgent(
@@ -89,7 +102,7 @@ class InProcessHost:
         )
         self.token = token
         config = uvicorn.Config(
-            create_app(self.host, token=token, shutdown_grace=grace), host=bind, port=port,
+            create_app(self.host, token=token, shutdown_grace=grace, durable=durable), host=bind, port=port,
             log_level="critical", access_log=False, lifespan="on",
         )
         self._server = uvicorn.Server(config)
@@ -108,9 +121,9 @@ class InProcessHost:
         self.url = f"http://{host}:{port}"
         return self
 
-    def client(self) -> RecordingsClient:
+    def client(self) -> HostClient:
         """A client of this host's API."""
-        return RecordingsClient(self.url, self.token)
+        return HostClient(self.url, self.token)
 
     def __exit__(self, *exc: object) -> None:
         self._server.should_exit = True

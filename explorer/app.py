@@ -10,11 +10,13 @@ from typing import Any, ClassVar, Literal
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from agent.providers import Provider
 from tracer import Run
 
+from ._format import visible
 from ._keymap import help_rows, palette_commands
 from ._prefetch import RunLoad
 from ._source import RecordingSource
@@ -37,6 +39,10 @@ class ExplorerApp(App[None]):
     seconds between checks for new runs on a live source (None: never). ``evidence_provider`` and
     ``evidence_tools`` choose, from the original run, the live model and real tools that the
     counterfactual and blame actions re-run it with (default: as ``footprint blame`` does).
+
+    An error nothing in the app handled ends it, as in any Textual app; :meth:`run` then raises
+    it (``crash``), so ``footprint explore`` fails with a one-line error and a non-zero exit code
+    instead of printing Textual's traceback (its locals included) and exiting 0.
     """
 
     CSS_PATH = "explorer.tcss"
@@ -75,8 +81,36 @@ class ExplorerApp(App[None]):
         self.evidence_tools = evidence_tools
         self.start = start
         self._open_at = (run_id, stage_id)
-        self.sub_title = source.label
+        self.sub_title = visible(source.label)
+        self.crash: Exception | None = None  # the error that ended the app, if one did
         self._reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="explorer-read")
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the app until it is closed (as ``App.run``); raises the error that ended it, if one did."""
+        result = super().run(*args, **kwargs)
+        if self.crash is not None:
+            raise self.crash
+        return result
+
+    def _handle_exception(self, error: Exception) -> None:
+        # Textual's one seam for an error no handler caught: it keeps it to print as a traceback
+        # once the terminal is restored; kept here instead, for run() to raise
+        if self.crash is None:
+            self.crash = error
+        super()._handle_exception(error)
+
+    def _print_error_renderables(self) -> None:
+        if self.crash is None:  # (an exit message, say: printed as Textual prints it)
+            super()._print_error_renderables()
+        else:  # the crash is raised by run(), and footprint's CLI prints it on one line
+            self._exit_renderables.clear()
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """A toast, always of plain text: what the explorer says in one quotes what it is about (a run id,
+        a session, an error's message), so it is never read as markup, and its control characters
+        are :func:`~explorer._format.visible`. (``markup`` is taken for Textual's signature, and ignored.)"""
+        super().notify(visible(message), title=visible(title), severity=severity, timeout=timeout, markup=False)
 
     def get_default_screen(self) -> Screen[Any]:
         if self.start == "sandbox":

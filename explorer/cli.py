@@ -166,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         elif os.environ.get("FOOTPRINT_DEBUG"):
             raise
         else:
-            click.echo(f"footprint: internal error: {type(exc).__name__}: {exc} (set FOOTPRINT_DEBUG=1 for details)",
+            from ._format import visible  # (what --help does not need is imported when it is needed)
+
+            said = visible(" ".join(str(exc).split()))  # one line, as every other error, its terminal codes shown
+            click.echo(f"footprint: internal error: {type(exc).__name__}: {said} (set FOOTPRINT_DEBUG=1 for details)",
                        err=True)
             code = 70
     else:

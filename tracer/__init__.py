@@ -57,7 +57,7 @@ if TYPE_CHECKING:
         context_item_to_dict,
     )
     from ._redaction import RedactionPolicy
-    from ._render import one_line
+    from ._render import for_terminal, one_line
     from ._run_finding import RunFilter
     from ._rundata import RunData
     from ._serialize import (
@@ -161,6 +161,7 @@ _EXPORTS: dict[str, str] = {
     "left_out": "._dropped",
     "missing_directory": "._files",
     "new_id": "._ids",
+    "for_terminal": "._render",
     "one_line": "._render",
     "origin_from_dict": "._serialize",
     "origin_to_dict": "._serialize",
@@ -249,6 +250,7 @@ __all__ = [
     "earlier_verdicts",
     "estimate_tokens",
     "feed_listener",
+    "for_terminal",
     "item_names",
     "left_out",
     "missing_directory",

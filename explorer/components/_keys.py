@@ -1,11 +1,15 @@
 """The movement keys every list of the explorer shares, and the tables that have them.
 
-Arrows, page keys and home/end move as usual, and ``j``/``k`` move down and up in every table and
-tree, as ``hjkl`` do in the flowchart. (``g`` stays free: screens use it, to go somewhere.)
+Arrows and page keys move as usual, ``home``/``end`` go to the first and the last row (a DataTable
+binds them to scrolling sideways: :data:`ROW_EDGES` binds them back), and ``j``/``k`` move down and
+up in every table and tree, as ``hjkl`` do in the flowchart. (``g`` stays free: screens use it, to go
+somewhere.)
 
 Every table shows its text cells as they are: a DataTable reads a ``str`` cell as Rich markup, so
 an agent, a session or a persona named ``x [/b]`` stopped the explorer with a MarkupError, and one
-named ``ev[i]l`` lost its ``[i]``. :class:`PlainTable` hands every ``str`` cell over as plain text.
+named ``ev[i]l`` lost its ``[i]``. :class:`PlainTable` hands every ``str`` cell over as plain text,
+its control characters made visible (``explorer._format.visible``); a ``Text`` cell is made by its
+caller, from visible text.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
+from .._format import plain
+
 #: For a DataTable (or a subclass) and a Tree: j/k down and up. Shown in no footer.
 TABLE_MOVES: list[BindingType] = [
     Binding("j", "cursor_down", "Down", show=False),
@@ -23,8 +29,16 @@ TABLE_MOVES: list[BindingType] = [
 ]
 
 
+#: For a DataTable (or a subclass): home and end to the first and the last row (ctrl+home and
+#: ctrl+end, as Textual binds them), not to the first and last column. Shown in no footer.
+ROW_EDGES: list[BindingType] = [
+    Binding("home", "scroll_top", "First row", show=False),
+    Binding("end", "scroll_bottom", "Last row", show=False),
+]
+
+
 def _plain(cell: Any) -> Any:
-    return Text(cell) if isinstance(cell, str) else cell
+    return plain(cell) if isinstance(cell, str) else cell
 
 
 class PlainTable(DataTable[str | Text]):
@@ -44,4 +58,4 @@ class PlainTable(DataTable[str | Text]):
 class MovableTable(PlainTable):
     """A row-cursor DataTable with the explorer's movement keys."""
 
-    BINDINGS: ClassVar[list[BindingType]] = TABLE_MOVES
+    BINDINGS: ClassVar[list[BindingType]] = [*ROW_EDGES, *TABLE_MOVES]

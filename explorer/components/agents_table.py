@@ -9,10 +9,10 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from .._format import clock, failure, head
-from ._keys import PlainTable
+from ._keys import MovableTable
 
 
-class AgentsTable(PlainTable):
+class AgentsTable(MovableTable):
     """One row per stored agent, by name; reads them from the host in a worker thread."""
 
     DEFAULT_CSS = """

@@ -12,7 +12,7 @@ from textual.widgets.tree import TreeNode
 
 from tracer import SHOWN_ABOVE, Evidence, EvidenceNode, OriginKind, one_line
 
-from .._format import ORIGIN_COLOURS, STAGE_COLOURS, kind_label, short_id
+from .._format import ORIGIN_COLOURS, STAGE_COLOURS, kind_label, short_id, visible
 
 _EXPAND_DEPTH = 8  # deeper branches start collapsed so a long session stays readable
 
@@ -34,9 +34,9 @@ def _label(node: EvidenceNode, width: int, home_run: str | None, name: str | Non
     if node.node == "stage":
         label = Text()
         label.append("◆ ", style=STAGE_COLOURS.get(node.stage_kind or "", ""))
-        label.append(node.stage_kind or "stage", style="bold " + STAGE_COLOURS.get(node.stage_kind or "", ""))
+        label.append(visible(node.stage_kind or "stage"), style="bold " + STAGE_COLOURS.get(node.stage_kind or "", ""))
         if node.stage_name and node.stage_name != node.stage_kind:
-            label.append(f" {node.stage_name}")
+            label.append(f" {visible(node.stage_name)}")
         if node.run_id != home_run:
             label.append(f"  of {short_id(node.run_id)}", style="dim")
         if node.seen:
@@ -45,10 +45,10 @@ def _label(node: EvidenceNode, width: int, home_run: str | None, name: str | Non
     origin = node.origin
     colour = ORIGIN_COLOURS.get(origin.kind if origin else "", "")
     label = Text()
-    label.append(f"{name or kind_label(node.item_kind or 'item')}: ", style=f"dim {colour}")
+    label.append(f"{visible(name) if name else kind_label(node.item_kind or 'item')}: ", style=f"dim {colour}")
     tail = ""
     if origin is not None and origin.kind != OriginKind.STAGE and not (name and origin.source and origin.source in name):
-        tail = f"  ← {kind_label(origin.kind)}" + (f" {origin.source}" if origin.source else "")
+        tail = f"  ← {kind_label(origin.kind)}" + (f" {visible(origin.source)}" if origin.source else "")
     room = max(12, width - len(label.plain) - len(tail))
     label.append(one_line(node.text or "(not stored)", room), style=colour)
     if tail:

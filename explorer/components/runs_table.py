@@ -3,6 +3,8 @@
 Only the first page is read when the table opens; the next page is read (in a worker thread) when
 the cursor or the scroll position comes near the end of what is loaded. So a store of any size
 opens as fast as one page can be read, and memory grows only with what the reader looks at.
+``end`` goes to the last run that matches, not the last one loaded: it reads the rest first, in
+pages of :data:`END_PAGE` (the status line counts them in).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .._source import ALL_RUNS, RecordingSource
 from ._keys import TABLE_MOVES, PlainTable
 
 PAGE = 100
+END_PAGE = 1000  # the page size while `end` reads the runs down to the last one
 _AHEAD = 25  # read the next page when the cursor is this close to the end of what is loaded
 
 _FIXED = (("time", 11), ("session", 10), ("agent", 9), ("status", 9), ("tok", 5), ("cost", 6))
@@ -45,10 +48,10 @@ class RunsTable(PlainTable):
     RunsTable { height: 1fr; }
     """
 
-    # home and end move the cursor to the first and last loaded run (not sideways, as in a DataTable)
+    # home and end move the cursor to the first and the last run (not sideways, as in a DataTable)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("home", "scroll_top", "First run", show=False),
-        Binding("end", "scroll_bottom", "Last loaded run", show=False),
+        Binding("end", "last_run", "Last run", show=False),
         *TABLE_MOVES,
         Binding("y", "copy_id", "Copy run id", show=False),
     ]
@@ -95,6 +98,7 @@ class RunsTable(PlainTable):
         self._generation = 0
         self._loading = False
         self._keep: str | None = None
+        self._to_end = False  # `end` was pressed: read on to the last run, then move there
 
     def on_mount(self) -> None:
         self._columns(self.size.width or self.app.size.width)
@@ -105,7 +109,9 @@ class RunsTable(PlainTable):
         need), and the answer takes the width the others leave."""
         extra = max(0, width - 100) // 3
         wide = {"session": min(10 + extra, 24), "agent": min(9 + extra, 20)}
-        narrow = ("cost",) if width < 90 else ()  # at 80 columns the answer needs the room more
+        # narrower, the answer needs the room more: the cost goes at 80 columns, the tokens and then the
+        # agent at 60 (a horizontal scrollbar and a 10-column answer were left there)
+        narrow = tuple(label for label, below in (("cost", 90), ("tok", 75), ("agent", 66)) if width < below)
         fixed = [(label, wide.get(label, w)) for label, w in _FIXED if label not in self.hide + narrow]
         answer = max(10, width - sum(w for _, w in fixed) - 2 * (len(fixed) + 1) - 2)
         shown = {str(k.value): c for k, c in self.columns.items()}
@@ -133,6 +139,7 @@ class RunsTable(PlainTable):
         if where is not None:
             self.where = where
         self._keep = self.current_run_id if keep_cursor else None
+        self._to_end = False
         self._generation += 1
         self._loading = True
         # keep what was paged in (up to ten pages), so the cursor's run is still there after a refresh
@@ -167,9 +174,16 @@ class RunsTable(PlainTable):
             self.move_cursor(row=self.get_row_index(self._keep), animate=False)
         self._keep = None
         self.post_message(self.Counted(len(self.runs), self.total, self.where))
+        if self._to_end:
+            if page.runs and len(self.runs) < self.total:
+                self._maybe_more(END_PAGE)
+            else:
+                self._to_end = False
+                self.action_scroll_bottom()
 
     def on_runs_table_load_failed(self, message: LoadFailed) -> None:
         self._loading = False
+        self._to_end = False
 
     @work(thread=True, group="runs-poll", exclusive=True, exit_on_error=False)
     def check_for_new(self) -> None:
@@ -199,11 +213,19 @@ class RunsTable(PlainTable):
     def _width(self, column: str) -> int:
         return self.columns[column].width if column in self.columns else dict(_FIXED)[column]  # type: ignore[index]
 
-    def _maybe_more(self) -> None:
+    def _maybe_more(self, size: int = PAGE) -> None:
         if self._loading or len(self.runs) >= self.total:
             return
         self._loading = True
-        self._read_page(self._generation, self.where, len(self.runs), PAGE)
+        self._read_page(self._generation, self.where, len(self.runs), size)
+
+    def action_last_run(self) -> None:
+        """Move to the last run that matches (the oldest): the runs not loaded yet are read first."""
+        if len(self.runs) >= self.total:
+            self.action_scroll_bottom()
+            return
+        self._to_end = True  # read page after page (each landing reads the next), then move
+        self._maybe_more(END_PAGE)  # (a page already being read reads on when it lands)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.cursor_row >= self.row_count - _AHEAD:

@@ -23,10 +23,15 @@ from tracer import (
     one_line,
 )
 
-from .._format import ORIGIN_COLOURS, kind_label, origin_text, tokens
+from .._format import ORIGIN_COLOURS, kind_label, origin_text, plain, tokens
 from .._prefetch import missing_snapshots
+from ._columns import fit_columns
 from ._keys import MovableTable
 from ._snapshots import SnapshotsWanted
+
+#: What gives way for the text in a narrow pane, in order (see :func:`~._columns.fit_columns`): the
+#: token estimate, then the name or the origin narrows, then the role.
+SNAPSHOT_GIVES_WAY = (("tok", 0), ("name", 10), ("origin", 10), ("role", 0))
 
 _CHANGE_COLOURS = {
     "added": "green", "injected": "magenta", "dropped": "red", "edited": "yellow",
@@ -87,6 +92,7 @@ class SnapshotView(Vertical):
         self.search = ""  # shown: only the items whose text or name holds it (any case)
         self.origin_kind: str | None = None  # shown: only the items of this origin kind
         self.names: dict[str, str] = {}  # the run's item names, once read whole (see :meth:`show_names`)
+        self._drawn_width = 0  # the width the columns were fitted to
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="snapshot--header")
@@ -117,7 +123,7 @@ class SnapshotView(Vertical):
         self.waiting = bool(missing)
         if missing:
             reading = f"diff {self.previous.name} → {stage.name}" if self.showing_diff and self.previous else stage.name
-            self.query_one(".snapshot--header", Static).update(f"{reading}: reading the snapshot…")
+            self.query_one(".snapshot--header", Static).update(plain(f"{reading}: reading the snapshot…"))
             self.table.clear(columns=True)
             self._rows.clear()
             self.post_message(SnapshotsWanted(missing))
@@ -127,10 +133,26 @@ class SnapshotView(Vertical):
         else:
             self._show_snapshot()
 
-    def _text_width(self, fixed: int) -> int:
+    def _width(self) -> int:
         # a hidden pane has no size yet: it will be as wide as the screen, less the padding
-        width = self.size.width or (self.app.size.width - 2)
-        return max(16, width - fixed)
+        return self.size.width or (self.app.size.width - 2)
+
+    def _set_columns(self, columns: list[tuple[str, int]]) -> None:
+        """Make the table's columns: ``columns`` and the text, fitted to the pane (:func:`fit_columns`)."""
+        table = self.table
+        table.clear(columns=True)
+        self._drawn_width = self._width()
+        for label, width in fit_columns(self._drawn_width, columns, SNAPSHOT_GIVES_WAY):
+            table.add_column(label, width=width, key=label)
+
+    def _add_row(self, cells: dict[str, str | Text], key: str | None = None) -> None:
+        """A row of the cells of the columns shown (a column given way to leaves its cell out)."""
+        table = self.table
+        table.add_row(*(cells.get(str(k.value), "") for k in table.columns), key=key)
+
+    @property
+    def _text_column(self) -> int:
+        return self.table.columns["text"].width  # type: ignore[index]
 
     def show_names(self, names: dict[str, str]) -> None:
         """The run's item names arrived (they need the whole run: :meth:`RunScreen.read_names`)."""
@@ -166,39 +188,33 @@ class SnapshotView(Vertical):
         if len(shown) != len(entries):
             narrowed = [f"origin {self.origin_kind}" if self.origin_kind else "", f"“{self.search}”" if self.search else ""]
             header += f" · showing {len(shown)} ({', '.join(n for n in narrowed if n)})"
-        self.query_one(".snapshot--header", Static).update(header + hint)
-        table = self.table
-        table.clear(columns=True)
+        self.query_one(".snapshot--header", Static).update(plain(header + hint))  # (stage names are recorded)
         # the name column is as wide as the longest name shown, within a third of the pane
-        name_width = min(max([len(self._item_name(e.item_hash)) for e in shown] + [6]) + 2, max(12, self._text_width(0) // 3))
-        table.add_column("#", width=max(2, len(str(len(entries)))))
-        table.add_column("role", width=9)
-        table.add_column("tok", width=4)
-        table.add_column("name", width=name_width)
-        table.add_column("text", width=self._text_width(2 + 9 + 4 + name_width + 12))
+        name_width = min(max([len(self._item_name(e.item_hash)) for e in shown] + [6]) + 2, max(12, self._width() // 3))
+        self._set_columns([("#", max(2, len(str(len(entries))))), ("role", 9), ("tok", 4), ("name", name_width)])
         self._rows.clear()
         for entry in shown:
-            self._add_entry(table, entry, name_width)
+            self._add_entry(entry)
         if not shown:
-            table.add_row("", "", "", "", Text("no item matches: / or o changes the filter", style="dim"))
+            self._add_row({"text": Text("no item matches: / or o changes the filter", style="dim")})
 
-    def _add_entry(self, table: DataTable[str | Text], entry: SnapshotEntry, name_width: int) -> None:
+    def _add_entry(self, entry: SnapshotEntry) -> None:
         assert self.data is not None
         item = self.data.items.get(entry.item_hash)
         kind = item.kind if item else "?"
         text = item.text if item else "(item not stored)"
         colour = ORIGIN_COLOURS.get(entry.origin.kind, "")
         style = colour if entry.included else f"{colour} dim strike"
+        name_width = self.table.columns["name"].width if "name" in self.table.columns else 0  # type: ignore[index]
         name = Text(one_line(self._item_name(entry.item_hash), name_width - 1), style=colour)
         if not entry.included:
-            text = f"✗ left out by {entry.dropped_by or 'a window'}: {text}"
+            text = f"✗ left out by {entry.dropped_by or 'a window'}: {text}"  # (one_line makes it visible)
         key = f"{entry.position}:{entry.item_hash}"
         self._rows[key] = (entry.item_hash, entry.origin)
-        width = table.columns[list(table.columns)[-1]].width  # the text column: cut at its width, with an ellipsis
-        table.add_row(
-            str(entry.position), Text(kind_label(kind), style=style), tokens(estimate_tokens(text)), name,
-            Text(one_line(text, max(8, width - 1)), style=style), key=key,
-        )
+        self._add_row({  # the text is cut at its column's width, with an ellipsis
+            "#": str(entry.position), "role": Text(kind_label(kind), style=style), "tok": tokens(estimate_tokens(text)),
+            "name": name, "text": Text(one_line(text, max(8, self._text_column - 1)), style=style),
+        }, key=key)
 
     def _show_diff(self) -> None:
         assert self.data is not None and self.stage is not None and self.previous is not None
@@ -209,31 +225,36 @@ class SnapshotView(Vertical):
             counts[e.change] = counts.get(e.change, 0) + 1
         summary = ", ".join(f"{n} {change}" for change, n in sorted(counts.items())) or "no change"
         before, after = sum(diff.tokens_before.values()), sum(diff.tokens_after.values())
-        self.query_one(".snapshot--header", Static).update(
+        self.query_one(".snapshot--header", Static).update(plain(
             f"diff {self.previous.name} → {self.stage.name}: {summary}; {diff.kept} kept; "
             f"~{tokens(before)} → ~{tokens(after)} tokens · d: snapshot"
-        )
-        table = self.table
-        table.clear(columns=True)
-        table.add_column("change", width=10)
-        table.add_column("role", width=9)
-        table.add_column("tok", width=4)
-        table.add_column("origin", width=16)
-        table.add_column("text", width=self._text_width(10 + 9 + 4 + 16 + 12))
+        ))
+        self._set_columns([("change", 10), ("role", 9), ("tok", 4), ("origin", 16)])
         self._rows.clear()
         for number, entry in enumerate(diff.entries):
             colour = _CHANGE_COLOURS.get(entry.change, "")
             key = f"d{number}:{entry.item_hash}"
             self._rows[key] = (entry.item_hash, None)
             text = entry.text if entry.before_text is None else f"{entry.text}  (was: {entry.before_text})"
-            width = table.columns[list(table.columns)[-1]].width
-            table.add_row(
-                Text(entry.change, style=colour), kind_label(entry.item_kind), tokens(entry.tokens),
-                origin_text(entry.origin_kind, entry.origin_source), Text(one_line(text, max(8, width - 1)), style=colour),
-                key=key,
-            )
+            self._add_row({
+                "change": plain(entry.change, colour), "role": kind_label(entry.item_kind), "tok": tokens(entry.tokens),
+                "origin": origin_text(entry.origin_kind, entry.origin_source),
+                "text": Text(one_line(text, max(8, self._text_column - 1)), style=colour),
+            }, key=key)
         if not diff.entries:
-            table.add_row("", "", "", "", Text("the two snapshots hold the same items", style="dim"))
+            self._add_row({"text": Text("the two snapshots hold the same items", style="dim")})
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Fit the columns to the new width (the cursor stays on its row)."""
+        if self.data is None or self.stage is None or self.waiting or event.size.width == self._drawn_width:
+            return
+        row = self.table.cursor_row
+        if self.showing_diff:
+            self._show_diff()
+        else:
+            self._show_snapshot()
+        if self.table.row_count:
+            self.table.move_cursor(row=min(row, self.table.row_count - 1), animate=False)
 
     def snapshots_read(self, data: RunData) -> None:
         """More snapshots were read: show what was awaited (the snapshot, or the diff)."""

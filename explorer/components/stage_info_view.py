@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from tracer import RunData, Stage, StageKind, one_line
 
-from .._format import ORIGIN_COLOURS, clock, duration
+from .._format import ORIGIN_COLOURS, clock, duration, visible
 from .._prefetch import has_snapshot
 from ._snapshots import SnapshotsWanted
 
@@ -40,14 +40,14 @@ class StageInfoView(VerticalScroll):
         if partial:
             self.post_message(SnapshotsWanted([stage.id]))
         text = Text()
-        text.append(f"{stage.kind}", style="bold")
+        text.append(visible(stage.kind), style="bold")
         if stage.name and stage.name != stage.kind:
-            text.append(f" {stage.name}")
-        text.append(f"  {stage.status}", style="green" if stage.status == "ok" else "red")
+            text.append(f" {visible(stage.name)}")
+        text.append(f"  {visible(stage.status)}", style="green" if stage.status == "ok" else "red")
         took = duration(stage.started_at, stage.ended_at)
         text.append(f"\nstarted {clock(stage.started_at)}" + (f"  took {took}" if took else ""), style="dim")
         if stage.error:
-            text.append(f"\nerror: {stage.error}", style="red")
+            text.append(f"\nerror: {visible(stage.error)}", style="red")
         produced = data.outputs.get(stage.id, [])
         outputs = [data.items[h] for h in produced if h in data.items]
         if partial and len(outputs) < len(produced):
@@ -55,13 +55,13 @@ class StageInfoView(VerticalScroll):
             text.append("reading…\n", style="dim")
         elif stage.kind == StageKind.ANSWER and outputs:
             text.append("\n\nAnswer\n", style="bold")
-            text.append(outputs[-1].text)
+            text.append(visible(outputs[-1].text))
             text.append("\n\nw: why this answer", style="dim")
         elif outputs:
             text.append("\n\nOutput\n", style="bold")
             for item in outputs:
-                text.append(f"{item.kind}: ", style="dim")
-                text.append(item.text + "\n")
+                text.append(f"{visible(item.kind)}: ", style="dim")
+                text.append(visible(item.text) + "\n")
         entries = data.snapshot(stage.id, include_dropped=True)
         if partial and stage.kind != StageKind.ANSWER:
             text.append("\nInput\n", style="bold")
@@ -71,15 +71,15 @@ class StageInfoView(VerticalScroll):
             for entry in entries:
                 seen = data.items.get(entry.item_hash)
                 colour = ORIGIN_COLOURS.get(entry.origin.kind, "")
-                mark = "" if entry.included else f" (not in context: {entry.dropped_by})"
-                text.append(f"{seen.kind if seen else '?'} ", style="dim")
+                mark = "" if entry.included else f" (not in context: {visible(entry.dropped_by)})"
+                text.append(f"{visible(seen.kind) if seen else '?'} ", style="dim")
                 text.append(one_line(seen.text if seen else "", 60), style=colour if entry.included else "dim strike")
-                text.append(f"  ← {entry.origin.describe()}{mark}\n", style="dim")
+                text.append(f"  ← {visible(entry.origin.describe())}{mark}\n", style="dim")
         if stage.attributes:
             text.append("\nAttributes\n", style="bold")
             for key, value in sorted(stage.attributes.items()):
                 shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-                text.append(f"{key}: ", style="dim")
+                text.append(f"{visible(key)}: ", style="dim")
                 text.append(one_line(shown, 200) + "\n")
         self.query_one("#stage-info-body", Static).update(text)
         self.scroll_home(animate=False)

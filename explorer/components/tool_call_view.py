@@ -12,13 +12,14 @@ from textual.widgets import Static
 
 from tracer import ItemKind, RunData, Stage
 
-from .._format import clock, duration
+from .._format import clock, duration, visible
 from .._prefetch import has_snapshot
 from ._snapshots import SnapshotsWanted
 
 
 def _pretty(value: object, width: int = 70) -> str:
-    """JSON text on one line when it fits ``width``, indented when not; other text as it is."""
+    """JSON text on one line when it fits ``width``, indented when not; other text as it is (to pass
+    through :func:`~explorer._format.visible`: JSON escapes a control character, a plain text does not)."""
     parsed = value
     if isinstance(value, str):
         try:
@@ -33,7 +34,8 @@ def _pretty(value: object, width: int = 70) -> str:
 
 def governance_lines(attrs: dict[str, Any]) -> list[tuple[str, str]]:
     """What tool governance recorded on the stage: the permission decision, the tool a meta-tool
-    reached (with the limits it applied), and how a sandbox run ended."""
+    reached (with the limits it applied), and how a sandbox run ended. Each line is
+    :func:`~explorer._format.visible` (a reason, a tool's stderr are recorded texts)."""
     lines: list[tuple[str, str]] = []
     permission = attrs.get("permission")
     if isinstance(permission, dict):
@@ -60,7 +62,7 @@ def governance_lines(attrs: dict[str, Any]) -> list[tuple[str, str]]:
                 lines.append((str(sandbox["error"]), "red"))
             if sandbox.get("stderr"):
                 lines.append(("stderr: " + str(sandbox["stderr"])[:500], "dim"))
-    return lines
+    return [(visible(line), style) for line, style in lines]
 
 
 class ToolCallView(VerticalScroll):
@@ -96,30 +98,30 @@ class ToolCallView(VerticalScroll):
         )
         is_error = bool(attrs.get("is_error")) or stage.status == "error"
         text = Text()
-        text.append(stage.name, style="bold cyan")
-        text.append(f"  {stage.status}", style="red" if is_error else "green")
+        text.append(visible(stage.name), style="bold cyan")
+        text.append(f"  {visible(stage.status)}", style="red" if is_error else "green")
         if "call_id" in attrs:
-            text.append(f"  call {attrs['call_id']}", style="dim")
+            text.append(f"  call {visible(str(attrs['call_id']))}", style="dim")
         text.append("\n")
         took = f"{attrs['duration_ms']:.1f}ms" if isinstance(attrs.get("duration_ms"), int | float) else duration(
             stage.started_at, stage.ended_at)
         text.append(f"started {clock(stage.started_at)}  took {took or '-'}", style="dim")
         if attrs.get("served_from"):
-            text.append(f"  (result served from the {attrs['served_from']})", style="dim")
+            text.append(f"  (result served from the {visible(str(attrs['served_from']))})", style="dim")
         if attrs.get("paused"):
-            text.append(f"\npaused: {attrs.get('question', '')}", style="yellow")
+            text.append(f"\npaused: {visible(str(attrs.get('question', '')))}", style="yellow")
         for line, style in governance_lines(attrs):
             text.append(f"\n{line}", style=style)
         text.append("\n\nArguments  ", style="bold")
         arguments = call.body.get("arguments") if call is not None else attrs.get("arguments", "")
-        text.append(_pretty(arguments or "{}"))
+        text.append(visible(_pretty(arguments or "{}")))
         text.append("\nResult  ", style="bold")
         if result is None:
             text.append("reading…" if self.waiting else "(no result recorded)", style="dim")
         else:
-            text.append(_pretty(result.body.get("content", result.text)), style="red" if is_error else "")
+            text.append(visible(_pretty(result.body.get("content", result.text))), style="red" if is_error else "")
         if stage.error:
-            text.append(f"\n\nError: {stage.error}", style="red")
+            text.append(f"\n\nError: {visible(stage.error)}", style="red")
         self.query_one("#tool-call-body", Static).update(text)
         self.scroll_home(animate=False)
 

@@ -13,6 +13,7 @@ from textual.widgets import Footer, Header, Static
 
 from tracer import RunFilter, one_line
 
+from .._format import plain, visible
 from ..components.agents_table import AgentsTable
 from ..components.runs_table import RunsTable
 
@@ -54,15 +55,14 @@ class AgentsScreen(Screen[None]):
             return
         self.agent_id = agent["id"]
         title = Text()
-        title.append(agent["name"], style="bold")
-        title.append(f"  {agent['id']} · {agent.get('provider')}/{agent.get('model')}\n", style="dim")
+        title.append(visible(str(agent["name"])), style="bold")
+        title.append(visible(f"  {agent['id']} · {agent.get('provider')}/{agent.get('model')}") + "\n", style="dim")
         title.append(one_line(agent.get("systemPrompt") or "(no system prompt)", 300))
         self.query_one("#agents-title", Static).update(title)
         self.query_one(RunsTable).reload(RunFilter(label=f"agent:{agent['id']}"), keep_cursor=False)
 
     def on_agents_table_load_failed(self, message: AgentsTable.LoadFailed) -> None:
-        self.query_one("#agents-title", Static).update(
-            Text(f"no stored agents to show: {message.error}", style="red"))
+        self.query_one("#agents-title", Static).update(plain(f"no stored agents to show: {message.error}", "red"))
 
     def on_runs_table_counted(self, message: RunsTable.Counted) -> None:
         message.stop()

@@ -14,6 +14,7 @@ from textual.widgets import Footer, Header, Input, RichLog, Static
 
 from agent import RunFinished, ToolFinished, ToolStarted
 
+from .._format import failure, plain, visible
 from ..sandbox import ChatLine, Persona, SandboxChat
 
 _ROLE_STYLES = {"user": "bold green", "assistant": "bold yellow", "tool": "cyan"}
@@ -51,7 +52,7 @@ class ChatScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"Chat with {self.persona.name} · /exit or ctrl+d ends and saves", id="chat-title")
+        yield Static(plain(f"Chat with {self.persona.name} · /exit or ctrl+d ends and saves"), id="chat-title")
         yield RichLog(id="chat-log", wrap=True, markup=False, auto_scroll=True, min_width=20)
         yield Input(placeholder="Say something (/exit to end)", id="chat-input", disabled=True)
         yield Footer()
@@ -89,14 +90,14 @@ class ChatScreen(Screen[None]):
         box.focus()
 
     def on_chat_screen_failed(self, message: Failed) -> None:
-        self.log_view.write(Text(message.error, style="red"))
+        self.log_view.write(plain(message.error, "red"))
         self.notify(message.error, severity="error", timeout=6)
 
     def _write(self, line: ChatLine) -> None:
         who = {"user": "you", "assistant": self.persona.name, "tool": "tool"}[line.role]
         text = Text()
-        text.append(f"{who}: ", style=_ROLE_STYLES[line.role])
-        text.append(line.text, style="dim" if line.role == "tool" else "")
+        text.append(f"{visible(who)}: ", style=_ROLE_STYLES[line.role])
+        text.append(visible(line.text), style="dim" if line.role == "tool" else "")
         self.log_view.write(text)
 
     @on(Input.Submitted, "#chat-input")
@@ -122,20 +123,20 @@ class ChatScreen(Screen[None]):
         try:
             async for event in self.chat.stream(message):
                 if isinstance(event, ToolStarted):
-                    self.log_view.write(Text(f"  … {event.progress or event.name}  {event.name}({event.arguments})",
-                                             style="dim cyan"))
+                    self.log_view.write(plain(f"  … {event.progress or event.name}  {event.name}({event.arguments})",
+                                              "dim cyan"))
                 elif isinstance(event, ToolFinished) and event.is_error:
-                    self.log_view.write(Text(f"  ✗ {event.name}: {event.result}", style="red"))
+                    self.log_view.write(plain(f"  ✗ {event.name}: {event.result}", "red"))
                 elif isinstance(event, RunFinished):
                     result = event.result
                     self.last_run = result.run_id
                     if result.status == "answered":
                         self._write(ChatLine("assistant", result.answer))
                     else:
-                        self.log_view.write(Text(f"  run ended {result.status}: {result.error or result.question}",
-                                                 style="red"))
+                        self.log_view.write(plain(f"  run ended {result.status}: {result.error or result.question}",
+                                                  "red"))
         except Exception as exc:  # saving failed: the reader must know the conversation was not kept
-            self.log_view.write(Text(f"could not save the conversation: {exc}", style="red"))
+            self.log_view.write(plain(f"could not save the conversation: {failure(exc)}", "red"))
         finally:
             self._busy = False
 

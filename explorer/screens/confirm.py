@@ -10,9 +10,11 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from .._format import plain
+
 
 class ConfirmScreen(ModalScreen[bool]):
-    """Asks ``question``; ``y`` answers True, ``n`` or escape False."""
+    """Asks ``question`` (plain text: it names what it is about); ``y`` answers True, ``n`` or escape False."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Yes"),
@@ -25,7 +27,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box"):
-            yield Static(self.question, id="confirm-question")
+            yield Static(plain(self.question), id="confirm-question")
             yield Static("y: yes   n: no", id="confirm-hint")
 
     def action_answer(self, yes: bool) -> None:

@@ -1,4 +1,9 @@
-"""The host panel: the host's live sessions beside their recordings, and a chat to talk to a session."""
+"""The host panel: the host's live sessions beside their recordings, and a chat to talk to a session.
+
+A standing session is talked to through ``/v1/turns``; a durable one (a host started with
+``--durable``) through its send queue, even when a standing session has the same id: each is a
+conversation of its own, with its own row and its own transcript (:class:`SessionRef`).
+"""
 
 from __future__ import annotations
 
@@ -16,9 +21,9 @@ from textual.widgets import Footer, Header, Input, RichLog, Static
 
 from tracer import RunFilter
 
-from .._format import failure
+from .._format import failure, plain, visible
 from ..components.runs_table import RunsTable
-from ..components.sessions_table import SessionsTable
+from ..components.sessions_table import SessionRef, SessionsTable
 
 
 class HostScreen(Screen[None]):
@@ -34,36 +39,41 @@ class HostScreen(Screen[None]):
     class Replied(Message):
         """The host answered a turn (``reply`` is its JSON form: status, run_id, answer, ...)."""
 
-        def __init__(self, session_id: str, reply: dict[str, Any]) -> None:
+        def __init__(self, ref: SessionRef, reply: dict[str, Any]) -> None:
             super().__init__()
-            self.session_id = session_id
+            self.ref = ref
             self.reply = reply
 
     class HistoryRead(Message):
         """The earlier turns of a session, read from its recorded runs (oldest first)."""
 
-        def __init__(self, session_id: str, lines: list[Text]) -> None:
+        def __init__(self, ref: SessionRef, lines: list[Text]) -> None:
             super().__init__()
-            self.session_id = session_id
+            self.ref = ref
             self.lines = lines
 
     class SendFailed(Message):
         """The turn could not be sent, or the host refused it."""
 
-        def __init__(self, session_id: str, error: str) -> None:
+        def __init__(self, ref: SessionRef, error: str) -> None:
             super().__init__()
-            self.session_id = session_id
+            self.ref = ref
             self.error = error
 
     def __init__(self) -> None:
         super().__init__()
-        self.session: str | None = None
-        self.awaiting: str | None = None  # the session paused on a question: the next line is the decision
+        self.picked: SessionRef | None = None  # the session shown and talked to
+        self.awaiting: SessionRef | None = None  # the session paused on a question: the next line is the decision
         self.last_run: str | None = None
         self._sending = False
         # each session's transcript (what the log shows when it is picked): its earlier turns, read
         # from its runs, then what was said here; a reply lands in its own session's transcript
-        self.transcripts: dict[str, list[Text]] = {}
+        self.transcripts: dict[SessionRef, list[Text]] = {}
+
+    @property
+    def session(self) -> str | None:
+        """The id of the session shown."""
+        return self.picked.id if self.picked is not None else None
 
     @property
     def host(self) -> Any:
@@ -91,72 +101,88 @@ class HostScreen(Screen[None]):
 
     def _title(self) -> None:
         text = Text()
-        if self.session is None:
+        ref = self.picked
+        if ref is None:
             text.append("a message starts a new session", style="dim")
         else:
-            text.append("session ", style="dim")
-            text.append(self.session, style="bold")
-            if self.awaiting:
+            text.append("durable " if ref.durable else "session ", style="magenta" if ref.durable else "dim")
+            text.append(visible(ref.id), style="bold")
+            row = self.query_one(SessionsTable).row(ref) if ref.durable else None
+            if row is not None and (row["steering"] or row["send"] or row["pending_calls"]):
+                # (what waits in its queues: the table's state column has room for the sum only)
+                owed = f", {row['pending_calls']} calls owed" if row["pending_calls"] else ""
+                text.append(f"  {row['steering']} steer, {row['send']} send{owed}", style="dim")
+            if self.awaiting == ref:
                 text.append("  awaiting your decision", style="yellow")
         self.query_one("#host-session-title", Static).update(text)
 
-    def _pick(self, session_id: str, *, new: bool = False) -> None:
-        if session_id == self.session:
+    def _pick(self, ref: SessionRef, *, new: bool = False) -> None:
+        if ref == self.picked:
             return
-        self.session = session_id
+        self.picked = ref
         self.awaiting = None
         self._title()
-        self.query_one(RunsTable).reload(RunFilter(session_id=session_id), keep_cursor=False)
+        self.query_one(RunsTable).reload(RunFilter(session_id=ref.id), keep_cursor=False)
         log = self.query_one("#host-log", RichLog)
         log.clear()
-        if session_id in self.transcripts:
-            for line in self.transcripts[session_id]:
+        if ref in self.transcripts:
+            for line in self.transcripts[ref]:
                 log.write(line)
             return
-        self.transcripts[session_id] = []
+        self.transcripts[ref] = []
         if not new:
-            self.read_history(session_id)
+            self.read_history(ref)
 
-    def _say(self, session_id: str, line: Text) -> None:
+    def _say(self, ref: SessionRef, line: Text) -> None:
         """Add ``line`` to the session's transcript, and to the log when that session is shown."""
-        self.transcripts.setdefault(session_id, []).append(line)
-        if session_id == self.session:
+        self.transcripts.setdefault(ref, []).append(line)
+        if ref == self.picked:
             self.query_one("#host-log", RichLog).write(line)
 
     @work(thread=True, group="host-history", exit_on_error=False)
-    def read_history(self, session_id: str) -> None:
-        """Read the session's earlier turns from its recorded runs, in a worker thread."""
+    def read_history(self, ref: SessionRef) -> None:
+        """Read the session's earlier turns from its recorded runs, in a worker thread.
+
+        (The recordings name a run's session by its id alone: a durable and a standing session of the same
+        id show each other's recorded turns here and in the runs above.)
+        """
         try:
-            runs = [r for r in self.app.source.session_runs(session_id)  # type: ignore[attr-defined]
+            runs = [r for r in self.app.source.session_runs(ref.id)  # type: ignore[attr-defined]
                     if not r.forked_from_run]
         except Exception as exc:  # the chat still works; only the earlier turns are missing
-            self.post_message(self.HistoryRead(session_id, [Text(f"earlier turns unreadable: {exc}", style="red")]))
+            self.post_message(self.HistoryRead(ref, [plain(f"earlier turns unreadable: {failure(exc)}", "red")]))
             return
         lines: list[Text] = []
         for run in runs:
-            lines.append(Text.assemble(("you: ", "bold green"), run.input))
+            lines.append(Text.assemble(("you: ", "bold green"), visible(run.input)))
             if run.status == "answered":
-                lines.append(Text.assemble(("agent: ", "bold yellow"), run.output or "", (f"  run {run.id}", "dim")))
+                lines.append(Text.assemble(("agent: ", "bold yellow"), visible(run.output),
+                                           (f"  run {visible(run.id)}", "dim")))
             else:
-                lines.append(Text.assemble((f"turn {run.status}: ", "bold red"), run.error or "", (f"  run {run.id}", "dim")))
+                lines.append(Text.assemble((f"turn {visible(run.status)}: ", "bold red"), visible(run.error),
+                                           (f"  run {visible(run.id)}", "dim")))
         if lines:
-            lines.insert(0, Text(f"{len(runs)} earlier turn(s) of {session_id}", style="dim"))
-        self.post_message(self.HistoryRead(session_id, lines))
+            lines.insert(0, plain(f"{len(runs)} earlier turn(s) of {ref.id}", "dim"))
+        self.post_message(self.HistoryRead(ref, lines))
 
     def on_host_screen_history_read(self, message: HistoryRead) -> None:
-        said_here = self.transcripts.get(message.session_id, [])
-        self.transcripts[message.session_id] = message.lines + said_here
-        if message.session_id == self.session:
+        said_here = self.transcripts.get(message.ref, [])
+        self.transcripts[message.ref] = message.lines + said_here
+        if message.ref == self.picked:
             log = self.query_one("#host-log", RichLog)
             log.clear()
-            for line in self.transcripts[message.session_id]:
+            for line in self.transcripts[message.ref]:
                 log.write(line)
 
     def on_sessions_table_session_highlighted(self, message: SessionsTable.SessionHighlighted) -> None:
-        self._pick(message.session_id)
+        self._pick(message.ref)
+
+    def on_sessions_table_loaded(self, message: SessionsTable.Loaded) -> None:
+        if self.picked is not None and self.picked.durable:  # its queues, in the title
+            self.call_after_refresh(self._title)
 
     def on_sessions_table_load_failed(self, message: SessionsTable.LoadFailed) -> None:
-        self.query_one("#host-session-title", Static).update(Text(f"host unreachable: {message.error}", style="red"))
+        self.query_one("#host-session-title", Static).update(plain(f"host unreachable: {message.error}", "red"))
 
     def on_runs_table_counted(self, message: RunsTable.Counted) -> None:
         message.stop()
@@ -176,78 +202,85 @@ class HostScreen(Screen[None]):
         if self._sending:
             self.notify("wait for the reply to the last message", timeout=2)
             return
-        if self.session is None:
+        if self.picked is None:
             self.action_new_session()
-        assert self.session is not None
+        assert self.picked is not None
+        ref = self.picked
         line = Text()
-        line.append("decision: " if self.awaiting else "you: ", style="bold green")
-        line.append(text)
-        self._say(self.session, line)
+        line.append("decision: " if self.awaiting == ref else "you: ", style="bold green")
+        line.append(visible(text))
+        self._say(ref, line)
         self._sending = True
-        self.send(self.session, text, self.awaiting == self.session)
+        self.send(ref, text, self.awaiting == ref)
 
     @work(thread=True, group="host-send", exit_on_error=False)
-    def send(self, session_id: str, text: str, as_decision: bool) -> None:
-        """Send the turn in a worker thread (the host may take a while) and post its reply."""
+    def send(self, ref: SessionRef, text: str, as_decision: bool) -> None:
+        """Send the turn in a worker thread (the host may take a while) and post its reply: through
+        ``/v1/turns`` to a standing session, through its send queue to a durable one."""
         try:
-            if as_decision:
-                reply = self.host.send("", session_id=session_id, decision=text)
+            if ref.durable:
+                durable_send = getattr(self.host, "durable_send", None)
+                if durable_send is None:
+                    raise TypeError(f"this host link cannot send to durable session {ref.id}")
+                reply = durable_send(ref.id, text)
+            elif as_decision:
+                reply = self.host.send("", session_id=ref.id, decision=text)
             else:
-                reply = self.host.send(text, session_id=session_id)
+                reply = self.host.send(text, session_id=ref.id)
             self.app.source.flush()  # type: ignore[attr-defined]  # a host in this process: its run, readable now
         except Exception as exc:  # refused (busy, draining), unreachable: shown in the log
-            self.post_message(self.SendFailed(session_id, failure(exc)))
+            self.post_message(self.SendFailed(ref, failure(exc)))
             return
-        self.post_message(self.Replied(session_id, reply))
+        self.post_message(self.Replied(ref, reply))
 
     def on_host_screen_replied(self, message: Replied) -> None:
         self._sending = False
-        reply = message.reply
-        status = reply.get("status", "?")
+        reply, ref = message.reply, message.ref
+        status = str(reply.get("status", "?"))
         self.last_run = reply.get("run_id") or self.last_run
         line = Text()
         if status == "answered":
             line.append("agent: ", style="bold yellow")
-            line.append(reply.get("answer", ""))
+            line.append(visible(reply.get("answer")))
             self.awaiting = None
-        elif status == "awaiting":
+        elif status == "awaiting" and not ref.durable:  # (a durable session takes no decision here)
             line.append("agent asks: ", style="bold yellow")
-            line.append(reply.get("question") or "")
+            line.append(visible(reply.get("question")))
             line.append("  (your next line is the decision)", style="dim")
-            self.awaiting = message.session_id if message.session_id == self.session else self.awaiting
+            self.awaiting = ref if ref == self.picked else self.awaiting
         else:
-            line.append(f"turn {status}: ", style="bold red")
-            line.append(reply.get("error") or "")
+            line.append(f"turn {visible(status)}: ", style="bold red")
+            line.append(visible(reply.get("error")))
             self.awaiting = None
         if self.last_run:
-            line.append(f"  run {self.last_run}", style="dim")
-        self._say(message.session_id, line)
+            line.append(f"  run {visible(self.last_run)}", style="dim")
+        self._say(ref, line)
         self._title()
-        if message.session_id != self.session:  # the reader moved on: the reply waits in its session
-            self.notify(f"{message.session_id} replied", timeout=3)
+        if ref != self.picked:  # the reader moved on: the reply waits in its session
+            self.notify(f"{'durable session ' if ref.durable else ''}{ref.id} replied", timeout=3)
             self.query_one(SessionsTable).refresh_sessions()
             return
-        self.query_one(SessionsTable).refresh_sessions(select=message.session_id)
-        self.query_one(RunsTable).reload(RunFilter(session_id=message.session_id))
+        self.query_one(SessionsTable).refresh_sessions(select=ref)
+        self.query_one(RunsTable).reload(RunFilter(session_id=ref.id))
 
     def on_host_screen_send_failed(self, message: SendFailed) -> None:
         self._sending = False
-        self._say(message.session_id, Text(message.error, style="red"))
+        self._say(message.ref, plain(message.error, "red"))
 
     # ------------------------------------------------------------------ actions
 
     def action_new_session(self) -> None:
-        """Start a new session (its id is made up here; the host creates it on the first message)."""
-        session_id = f"chat-{uuid.uuid4().hex[:6]}"
-        self.session = None
-        self._pick(session_id, new=True)
-        self._say(session_id, Text(f"new session {session_id}", style="dim"))
+        """Start a new (standing) session (its id is made up here; the host creates it on the first message)."""
+        ref = SessionRef(f"chat-{uuid.uuid4().hex[:6]}")
+        self.picked = None
+        self._pick(ref, new=True)
+        self._say(ref, plain(f"new session {ref.id}", "dim"))
         self.query_one("#host-input", Input).focus()
 
     def action_refresh(self) -> None:
         """Ask the host for its sessions again, and check the session's runs."""
         self.query_one(SessionsTable).refresh_sessions()
-        if self.session is not None:
+        if self.picked is not None:
             self.query_one(RunsTable).check_for_new()
 
     def action_open_run(self) -> None:

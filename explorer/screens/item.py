@@ -13,7 +13,7 @@ from textual.widgets import Footer, Static
 
 from tracer import Item, Origin, estimate_tokens
 
-from .._format import ORIGIN_COLOURS
+from .._format import ORIGIN_COLOURS, plain, visible
 
 
 class ItemScreen(ModalScreen[str | None]):
@@ -36,21 +36,21 @@ class ItemScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         item, origin = self.item, self.origin
         head = Text()
-        head.append(item.kind if item else "item", style="bold")
+        head.append(visible(item.kind) if item else "item", style="bold")
         if self.name_shown:
-            head.append(f"  {self.name_shown}", style="bold " + ORIGIN_COLOURS.get(origin.kind if origin else "", ""))
-        head.append(f"  {self.item_hash[:12]}", style="dim")
+            head.append(f"  {visible(self.name_shown)}", style="bold " + ORIGIN_COLOURS.get(origin.kind if origin else "", ""))
+        head.append(f"  {visible(self.item_hash[:12])}", style="dim")
         if item is not None:
             head.append(f"  ~{estimate_tokens(item.text)} tokens", style="dim")
         if origin is not None:
             head.append("\norigin: ", style="dim")
-            head.append(origin.describe(), style=ORIGIN_COLOURS.get(origin.kind, ""))
+            head.append(visible(origin.describe()), style=ORIGIN_COLOURS.get(origin.kind, ""))
             if origin.run_id:
-                head.append(f"  (run {origin.run_id})", style="dim")
+                head.append(f"  (run {visible(origin.run_id)})", style="dim")
         with Vertical(id="item-box"):
             yield Static(head, id="item-head")
             with VerticalScroll(id="item-scroll"):
-                yield Static(Text(item.text if item else "(this item is not stored)"), id="item-text")
+                yield Static(plain(item.text if item else "(this item is not stored)"), id="item-text")
         yield Footer()
 
     async def action_dismiss(self, result: str | None = None) -> None:

@@ -14,6 +14,7 @@ from textual.widgets.option_list import Option
 
 from tracer import one_line
 
+from .._format import plain, visible
 from ..sandbox import FIELDS, Persona
 from ..sandbox._personas import MAX_NAME
 
@@ -24,7 +25,7 @@ def _shown(persona: Persona, field: str) -> str:
     if field == "discloses_ai":
         return "yes" if persona.discloses_ai else "no"
     if field == "tools":
-        return ", ".join(persona.tools) or "none"
+        return visible(", ".join(persona.tools)) or "none"
     return one_line(str(getattr(persona, field)), 40)
 
 
@@ -39,9 +40,9 @@ class FieldPickerScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="field-picker", classes="form"):
-            yield Static(f"Edit {self.persona.name}: which field?", classes="form-title")
-            yield OptionList(
-                *[Option(f"{_LABELS[f]}: {_shown(self.persona, f)}", id=f) for f in FIELDS], id="fields"
+            yield Static(plain(f"Edit {self.persona.name}: which field?"), classes="form-title")
+            yield OptionList(  # (an option's str is markup: a Text is shown as it is)
+                *[Option(plain(f"{_LABELS[f]}: {_shown(self.persona, f)}"), id=f) for f in FIELDS], id="fields"
             )
 
     def on_mount(self) -> None:
@@ -73,7 +74,7 @@ class FieldEditorScreen(ModalScreen[Any]):
     def compose(self) -> ComposeResult:
         persona, field = self.persona, self.field
         with Vertical(id="field-editor", classes="form"):
-            yield Static(f"{persona.name}: {_LABELS[field]}", classes="form-title")
+            yield Static(plain(f"{persona.name}: {_LABELS[field]}"), classes="form-title")
             if field == "name":
                 # prefilled and not selected: typing edits the name in place instead of replacing it
                 yield Input(value=persona.name, id="value", select_on_focus=False, max_length=MAX_NAME)

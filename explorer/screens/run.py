@@ -18,7 +18,17 @@ from textual.widgets import Footer, Header, Static
 
 from tracer import Item, RunData, SnapshotEntry, Stage, child_run_ids, item_names, one_line, started_run
 
-from .._format import ORIGIN_COLOURS, STAGE_COLOURS, STATUS_COLOURS, clock, cost, failure, tokens
+from .._format import (
+    ORIGIN_COLOURS,
+    STAGE_COLOURS,
+    STATUS_COLOURS,
+    clock,
+    cost,
+    failure,
+    plain,
+    tokens,
+    visible,
+)
 from .._prefetch import OpenedRun, RunLoad, missing_snapshots, read_team
 from ..components._snapshots import SnapshotsWanted
 from ..components.flowchart import Flowchart
@@ -105,7 +115,7 @@ class RunScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"reading run {self.run_id}…", id="run-title")
+        yield Static(plain(f"reading run {self.run_id}…"), id="run-title")
         yield Flowchart(id="flowchart")
         yield StageDetail(id="stage-detail")
         yield Footer()
@@ -258,8 +268,8 @@ class RunScreen(Screen[None]):
         run = data.run
         width = max(20, (self.size.width or self.app.size.width) - 2)
         head = Text()
-        head.append(f"{run.agent} ", style="bold")
-        head.append(run.status, style=STATUS_COLOURS.get(run.status, ""))
+        head.append(f"{visible(run.agent)} ", style="bold")
+        head.append(visible(run.status), style=STATUS_COLOURS.get(run.status, ""))
         calls = [s for s in data.stages if s.kind == "inference"]
         per_call = [int(s.attributes.get("input_tokens", 0) or 0) + int(s.attributes.get("output_tokens", 0) or 0)
                     for s in calls]
@@ -270,7 +280,7 @@ class RunScreen(Screen[None]):
         tail = Text(f" · {cost(run.cost)}" if run.cost else "")  # nothing charged: no bare '-'
         if run.session_id:
             position = self.session.index(run.id) + 1 if run.id in self.session else 0
-            tail.append(f" · {run.session_id}", style="dim")
+            tail.append(f" · {visible(run.session_id)}", style="dim")
             if position:
                 tail.append(f" {position}/{len(self.session)}", style="dim")
         # the per-call split is the first to give way: the cost and the session ([ ] moves in it) stay
@@ -281,7 +291,7 @@ class RunScreen(Screen[None]):
         qa = Text()
         full = width
         if inner is not None:  # the selection is inside a sub-agent's frame: say whose
-            qa.append(f"▸ {inner.run.agent} ", style="bold " + STAGE_COLOURS["subagent"])
+            qa.append(f"▸ {visible(inner.run.agent)} ", style="bold " + STAGE_COLOURS["subagent"])
             run = inner.run
             width -= len(qa)
         answer = run.output if run.output is not None else (run.error or "")

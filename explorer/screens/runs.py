@@ -15,7 +15,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from tracer import RunFilter
 
-from .._format import head
+from .._format import head, plain, visible
 from ..components.runs_table import RunsTable
 
 STATUSES = (None, "answered", "failed", "awaiting", "cancelled", "running")
@@ -84,7 +84,9 @@ class RunsScreen(Screen[None]):
         self.table.reload(self.where, keep_cursor=False)
 
     def _show_filters(self) -> None:
-        self.query_one("#runs-filters", Static).update(filters_label(self.where))
+        # a Text, not the str: a Static reads a str as markup (a session `chat-[x]` showed as `chat-`,
+        # and one named `bad [/b] sess` stopped the app with a MarkupError)
+        self.query_one("#runs-filters", Static).update(plain(filters_label(self.where)))
 
     def action_search(self) -> None:
         """Focus the search box."""
@@ -189,10 +191,10 @@ class RunsScreen(Screen[None]):
                 else "no run matches; c clears the filters"
         else:
             text = f"{message.loaded:,} of {message.total:,} {what} loaded · enter opens · ? keys"
-        self.query_one("#runs-status", Static).update(text)
+        self.query_one("#runs-status", Static).update(plain(text))
 
     def on_runs_table_load_failed(self, message: RunsTable.LoadFailed) -> None:
-        self.query_one("#runs-status", Static).update(f"could not read runs: {message.error}")
+        self.query_one("#runs-status", Static).update(plain(f"could not read runs: {message.error}"))
         self.notify(message.error, severity="error", timeout=6)
 
 
@@ -203,9 +205,10 @@ FILTERS_WIDTH = 50
 def filters_label(where: RunFilter, width: int = FILTERS_WIDTH) -> str:
     """The filters in force (``answered · session=maya-1 · re-runs hidden``) in ``width`` characters:
     a long session id or agent name is cut with an ellipsis, so the label never wraps onto a line the
-    bar does not show ("re-runs hidden" was lost whenever a session was picked)."""
-    values = {name: value for name, value in (("status", where.status), ("session", where.session_id),
-                                               ("agent", where.agent)) if value}
+    bar does not show ("re-runs hidden" was lost whenever a session was picked). Plain text (not
+    markup), its control characters visible."""
+    values = {name: visible(value) for name, value in (("status", where.status), ("session", where.session_id),
+                                                        ("agent", where.agent)) if value}
     suffix = "" if where.forks else " · re-runs hidden"
 
     def label() -> str:

@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from .._format import plain, visible
 from ..components._keys import MovableTable
 from ..sandbox import Persona, PersonaStore
 from .chat import ChatScreen
@@ -115,7 +116,7 @@ class SandboxScreen(Screen[None]):
                 " ".join(p.persona.split()), key=p.id,
             )
         if not self.personas:
-            self.query_one("#persona-detail", Static).update("No personas yet: press n to create one.")
+            self.query_one("#persona-detail", Static).update(plain("No personas yet: press n to create one."))
         elif keep is not None and keep in {p.id for p in self.personas}:
             table.move_cursor(row=table.get_row_index(keep), animate=False)
         self._show_detail()
@@ -140,9 +141,9 @@ class SandboxScreen(Screen[None]):
         if persona is None:
             return
         text = Text()
-        text.append(persona.name, style="bold")
+        text.append(visible(persona.name), style="bold")
         text.append(f"  {'discloses being an AI' if persona.discloses_ai else 'does not say it is an AI'}", style="dim")
-        text.append(f"\n{persona.persona}")
+        text.append(f"\n{visible(persona.persona)}")
         self.query_one("#persona-detail", Static).update(text)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -11,6 +11,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
+from .._format import visible
 from .._verdicts import Verdict
 
 _HEADLINE = {"identical": "green", "holds": "green", "no culprit": "green", "flips": "red", "differs": "red",
@@ -36,7 +37,7 @@ class VerdictScreen(ModalScreen[str | None]):
         head.append(verdict.verdict, style="bold " + _HEADLINE.get(verdict.verdict, ""))
         body = Text()
         for text, style in verdict.lines:
-            body.append(text + "\n", style=style)
+            body.append(visible(text) + "\n", style=style)  # (a suspect's source, a divergence's reason: recorded)
         if verdict.runs:
             body.append(f"\nRecorded {len(verdict.runs)} run(s), forked from the original; o opens the first.",
                         style="dim")

@@ -16,7 +16,7 @@ from textual.widgets import Footer, Header, Static, Tree
 
 from tracer import SHOWN_ABOVE, Evidence, EvidenceNode, Store, item_names, one_line
 
-from .._format import ORIGIN_COLOURS, failure
+from .._format import ORIGIN_COLOURS, failure, plain, visible
 from .._verdicts import (
     Verdict,
     blame_verdict,
@@ -81,8 +81,8 @@ class WhyScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"walking back from {'item ' + self.item[:12] if self.item else 'the answer'} "
-                     f"of run {self.run_id}…", id="why-title")
+        yield Static(plain(f"walking back from {'item ' + self.item[:12] if self.item else 'the answer'} "
+                           f"of run {self.run_id}…"), id="why-title")
         yield EvidenceTree(id="evidence")
         yield Static("", id="why-detail")
         yield Static("Not in context", id="nic-title")
@@ -147,21 +147,21 @@ class WhyScreen(Screen[None]):
         if node.node == "item":
             colour = ORIGIN_COLOURS.get(node.origin.kind if node.origin else "", "")
             if node.item_hash:
-                text.append(f"{self.names.get(node.item_hash) or node.item_kind}  {node.item_hash[:12]}\n",
-                            style=f"bold {colour}")
-            text.append(node.text or "(not stored)", style=colour)  # whole: the pane wraps it
+                label = self.names.get(node.item_hash) or node.item_kind
+                text.append(visible(f"{label}  {node.item_hash[:12]}") + "\n", style=f"bold {colour}")
+            text.append(visible(node.text or "(not stored)"), style=colour)  # whole: the pane wraps it
             if node.origin is not None:
-                text.append(f"\n← {node.origin.describe()}", style="dim")
+                text.append(f"\n← {visible(node.origin.describe())}", style="dim")
                 if node.origin.run_id and node.origin.run_id != self.run_id:
-                    text.append(f" in run {node.origin.run_id}", style="dim")
+                    text.append(f" in run {visible(node.origin.run_id)}", style="dim")
         elif node.node == SHOWN_ABOVE:
             text.append(f"{node.count} items of this context were walked above, where the tree first met them "
                         f"(footprint show RUN --context lists every item each call was sent)", style="dim")
         else:
-            text.append(f"{node.stage_kind} {node.stage_name or ''} of run {node.run_id}", style="dim")
+            text.append(visible(f"{node.stage_kind} {node.stage_name or ''} of run {node.run_id}"), style="dim")
         stage = node if node.node == "stage" else next((c for c in node.children if c.node == "stage"), None)
         if stage is not None and stage.note:  # what the stage said of itself: a refusal and its rule, say
-            text.append(f"\n{stage.note}", style="yellow")
+            text.append(f"\n{visible(stage.note)}", style="yellow")
         detail.update(text)
 
     def on_evidence_tree_node_chosen(self, message: EvidenceTree.NodeChosen) -> None:
@@ -237,7 +237,7 @@ class WhyScreen(Screen[None]):
         """Say below the tree that an evidence action is under way."""
         detail = self.query_one("#why-detail", Static)
         detail.remove_class("failed")
-        detail.update(Text(line, style="yellow"))
+        detail.update(plain(line, "yellow"))
 
     @property
     def evidence_root(self) -> EvidenceNode | None:
@@ -255,7 +255,7 @@ class WhyScreen(Screen[None]):
         detail = self.query_one("#why-detail", Static)
 
         def progress(line: str) -> None:
-            app.call_from_thread(detail.update, Text(line, style="yellow"))
+            app.call_from_thread(detail.update, plain(line, "yellow"))  # (a suspect's text, in blame's progress)
 
         try:
             run = store.get_run(self.run_id)
@@ -286,5 +286,5 @@ class WhyScreen(Screen[None]):
         # reason itself covered the lines it was written on at 80x24 for its eight seconds
         detail = self.query_one("#why-detail", Static)
         detail.add_class("failed")
-        detail.update(Text(f"{message.action} failed: {message.error}", style="red"))
+        detail.update(plain(f"{message.action} failed: {message.error}", "red"))
         self.notify(f"{message.action} failed: the reason is below the tree", severity="error", timeout=4)

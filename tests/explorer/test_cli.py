@@ -174,3 +174,38 @@ def test_the_store_commands_import_neither_the_host_the_agent_nor_the_openai_sdk
 ) -> None:
     imported = _imports_after([*argv, "--db", str(sample_path)])
     assert not imported & {"fastapi", "uvicorn", "openai", "textual", "agent", "hosting"}, imported
+
+
+@pytest.mark.parametrize("command", ["explore", "sandbox", "up"])
+def test_a_store_that_is_a_directory_is_the_one_error_line_every_command_prints(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As `footprint runs --db DIR` says it (not click's usage error, exit 2), terminal or not."""
+    folder = tmp_path / "dirstore"
+    folder.mkdir()
+    expected = (1, "", f"footprint: error: {folder} is a directory, not a footprint store\n")
+    assert _exit(["runs", "--db", str(folder)], capsys) == expected
+    assert _exit([command, "--db", str(folder)], capsys) == expected
+    assert list(folder.iterdir()) == []
+
+
+def test_the_explorer_ending_on_an_error_exits_non_zero_with_one_line(
+    sample_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An error no handler caught ends the app; `footprint explore` then fails as any command does on an
+    internal error (exit 70, one line on stderr), not with Textual's traceback and exit 0."""
+    from explorer import ExplorerApp
+    from explorer.screens.runs import RunsScreen
+
+    def crash(self: RunsScreen) -> None:
+        raise RuntimeError("the screen broke\non two lines")
+
+    run = ExplorerApp.run
+    monkeypatch.setattr("explorer._commands.has_terminal", lambda: True)
+    monkeypatch.setattr(ExplorerApp, "run", lambda self, **_: run(self, headless=True, size=(80, 24)))
+    monkeypatch.setattr(RunsScreen, "_show_filters", crash)
+    monkeypatch.delenv("FOOTPRINT_DEBUG", raising=False)
+    code, out, err = _exit(["explore", "--db", str(sample_path)], capsys)
+    assert (code, out) == (70, "")
+    assert err == ("footprint: internal error: RuntimeError: the screen broke on two lines "
+                   "(set FOOTPRINT_DEBUG=1 for details)\n"), err

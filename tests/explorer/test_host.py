@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from agent.providers import FunctionModel
 from explorer import ExplorerApp, HostSource, StoreSource
 from explorer._host import InProcessHost, attach
 from explorer.components.runs_table import RunsTable
-from explorer.components.sessions_table import SessionsTable
+from explorer.components.sessions_table import SessionRef, SessionsTable
 from explorer.components.snapshot_view import SnapshotView
 from explorer.screens.host import HostScreen
 from explorer.screens.run import RunScreen
@@ -115,7 +116,7 @@ async def test_picking_another_session_shows_its_own_transcript_and_earlier_turn
         await pilot.press(*"for bob", "enter")
         await settle(pilot, rounds=8)
         assert "echo: for bob (message 2)" in _log(screen)
-        assert "for bob" not in "\n".join(line.plain for line in screen.transcripts["alice"])
+        assert "for bob" not in "\n".join(line.plain for line in screen.transcripts[SessionRef("alice")])
         sessions.focus()
         await _pick(pilot, settle, screen, "alice")
         assert "echo: second for alice (message 2)" in _log(screen) and "bob" not in _log(screen)
@@ -172,6 +173,74 @@ async def test_attach_opens_a_run_a_stage_at_a_time_through_the_read_api(
         await settle(pilot)
         assert isinstance(app.screen, RunScreen) and app.screen.run_id == run_id
     app.host.close()  # type: ignore[union-attr]
+
+
+def _durable_sessions(store: Store) -> Any:
+    """Durable sessions of an echo agent recording into ``store`` (as footprint serve --durable serves them)."""
+    from agent.durable import AgentProviders, DurableAgent, InMemoryPersistence
+    from hosting import DurableHost
+
+    recorder = Recorder(store)
+    model = FunctionModel(lambda request: f"durable echo: {request.last_user_text()}", name="echo")
+    providers = AgentProviders().add("echo", model, "echo")
+    return DurableHost(lambda session_id, persistence: DurableAgent(
+        session_id, providers=providers, provider="echo", persistence=persistence, recorder=recorder,
+        name="durable-echo"), InMemoryPersistence())
+
+
+async def test_a_durable_session_is_a_row_of_its_own_and_its_chat_goes_to_its_send_queue(
+    tmp_path: Path, settle: Any
+) -> None:
+    """A host serving both kinds may hold a standing and a durable session of the same id: two
+    conversations, listed apart, each talked to through its own route."""
+    store = Store.open(tmp_path / "host.duckdb")
+    durable = _durable_sessions(store)
+    try:
+        with InProcessHost(store, _echo_agent, port=0, durable=durable) as running:
+            client = running.client()
+            client.send("standing hello", session_id="same")
+            reply = await asyncio.to_thread(client.durable_send, "same", "durable hello")
+            assert reply["status"] == "answered" and reply["answer"] == "durable echo: durable hello", reply
+            store.flush()
+            app = ExplorerApp(StoreSource(store, live=True), host=client, start="host", poll_interval=None)
+            async with app.run_test(size=(100, 30)) as pilot:
+                await settle(pilot)
+                screen = app.screen
+                assert isinstance(screen, HostScreen)
+                table = screen.query_one(SessionsTable)
+                kinds = [(s["session_id"], s["durable"]) for s in table.sessions]
+                assert kinds == [("same", False), ("same", True)], kinds
+                cells = [[str(c) for c in table.get_row_at(row)] for row in range(table.row_count)]
+                assert [row[1] for row in cells] == ["standing", "durable"]  # the kind, visibly
+                assert cells[1][3] != "-", "a durable session's last use: its last recorded run"
+                table.focus()
+                await pilot.press("down")
+                await settle(pilot)
+                assert screen.picked == SessionRef("same", durable=True)
+                assert "durable same" in str(screen.query_one("#host-session-title").render())
+                screen.query_one("#host-input").focus()
+                await pilot.press(*"second", "enter")
+                await settle(pilot, rounds=8)
+                assert "agent: durable echo: second" in _log(screen)
+                history = [ci.item.text for ci in durable.sessions["same"].history]
+                assert history[-2:] == ["second", "durable echo: second"], history
+                # the standing session of the same id never heard it: this is its second message
+                assert client.send("again", session_id="same")["answer"] == "echo: again (message 2)"
+                said = {ref: "\n".join(line.plain for line in lines) for ref, lines in screen.transcripts.items()}
+                assert "durable echo: second" in said[SessionRef("same", durable=True)]
+                assert "durable echo: second" not in said[SessionRef("same")]  # the reply landed in its own
+            client.close()
+    finally:
+        store.close()
+
+
+def test_sending_to_a_durable_session_of_a_host_that_serves_none_says_so(running: InProcessHost) -> None:
+    from hosting import HostClientError
+
+    with running.client() as client:
+        assert client.durable_sessions() == []
+        with pytest.raises(HostClientError, match="does the host serve durable sessions"):
+            client.durable_send("chat-1", "hello")
 
 
 def test_attach_names_a_host_that_is_not_there() -> None:
@@ -291,7 +360,7 @@ async def test_a_paused_turn_takes_the_next_line_as_its_decision(
         assert isinstance(screen, HostScreen) and screen.session == "trip-7f3a"
         await pilot.press(*"refund it", "enter")
         await settle(pilot)
-        assert screen.awaiting == "trip-7f3a" and "Refund order 1234" in _log(screen)
+        assert screen.awaiting == SessionRef("trip-7f3a") and "Refund order 1234" in _log(screen)
         await pilot.press(*"yes", "enter")
         await settle(pilot)
         assert host.sent == [("refund it", "trip-7f3a", None), ("", "trip-7f3a", "yes")]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
+from textual.widgets import DataTable
 
 from explorer import ExplorerApp
 from explorer.components.evidence_tree import EvidenceTree
@@ -299,3 +300,91 @@ async def test_every_screen_shows_the_help_key_in_its_footer_at_80_columns(
         await _why_tree_of_wrong_answer(pilot, settle)
         assert isinstance(app.screen, WhyScreen)
         assert help_key_fits(app), "why screen"
+
+
+async def _edges(pilot: Any, settle: Any, rows: Callable[[], int], cursor: Callable[[], int], where: str) -> None:
+    """``end`` then ``home`` in the focused list: the cursor on its last row, then its first."""
+    assert rows() > 2, where
+    await pilot.press("end")
+    await settle(pilot, 2)
+    assert cursor() == rows() - 1, f"end in {where}"
+    await pilot.press("home")
+    await settle(pilot, 2)
+    assert cursor() == 0, f"home in {where}"
+
+
+async def test_home_and_end_go_to_the_first_and_last_row_in_every_list(
+    open_app: Callable[..., ExplorerApp], sample_copy: Path, wrong_run: str, settle: Any
+) -> None:
+    """A DataTable binds home and end to its first and last column (sideways, in a table whose rows are
+    what one reads): every table of the explorer, and the why tree, goes to its first and last row."""
+    from explorer.components.not_in_context import NotInContextTable
+    from explorer.screens.sandbox import SandboxScreen
+
+    app = open_app(sample_copy, run_id=wrong_run)
+    assert app.personas is not None
+    for name in ("Ann", "Bob", "Cy"):
+        app.personas.create(name, f"You are {name}.")
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = await _snapshot_of_wrong_answer(pilot, settle)
+        table = view.table
+        await _edges(pilot, settle, lambda: table.row_count, lambda: table.cursor_row, "the snapshot")
+        assert table.scroll_x == 0
+        await pilot.press("d")  # the diff to the previous inference: a table too
+        await settle(pilot)
+        await _edges(pilot, settle, lambda: table.row_count, lambda: table.cursor_row, "the diff")
+        app.open_why(wrong_run)
+        await settle(pilot)
+        tree = app.screen.query_one(EvidenceTree)
+        await _edges(pilot, settle, lambda: tree.last_line + 1, lambda: tree.cursor_line, "the why tree")
+        dropped = app.screen.query_one(NotInContextTable)
+        dropped.show([*dropped.items, *dropped.items])  # (the sample leaves two out: too few to tell)
+        dropped.focus()
+        await _edges(pilot, settle, lambda: dropped.row_count, lambda: dropped.cursor_row, "not in context")
+        await pilot.press("question_mark")
+        await settle(pilot)
+        keys = app.screen.query_one("#help-table", DataTable)
+        keys.focus()
+        await _edges(pilot, settle, lambda: keys.row_count, lambda: keys.cursor_row, "the help")
+        await pilot.press("escape", "escape", "escape")
+        await settle(pilot)
+        app.open_sandbox()
+        await settle(pilot)
+        assert isinstance(app.screen, SandboxScreen)
+        personas = app.screen.query_one("#personas", DataTable)
+        await _edges(pilot, settle, lambda: personas.row_count, lambda: personas.cursor_row, "the personas")
+
+
+async def test_at_60_columns_the_texts_of_the_snapshot_and_of_why_keep_their_room(
+    open_app: Callable[..., ExplorerApp], sample_path: Path, wrong_run: str, settle: Any
+) -> None:
+    """The token estimate goes, and the name narrows, before the text does: at 60x20 the text had 12
+    columns and the table a horizontal scrollbar (why's "not in context" had one too). At 80 every
+    column stays."""
+    from explorer.components._columns import fit_columns, text_room
+    from explorer.components.not_in_context import NotInContextTable
+    from explorer.components.snapshot_view import SNAPSHOT_GIVES_WAY
+
+    app = open_app(sample_path, read_only=True, run_id=wrong_run)
+    async with app.run_test(size=(60, 20)) as pilot:
+        view = await _snapshot_of_wrong_answer(pilot, settle)
+        table = view.table
+        shown = {str(k.value): c.width for k, c in table.columns.items()}
+        assert list(shown) == ["#", "role", "name", "text"] and shown["text"] >= text_room(60) - 2, shown
+        assert table.max_scroll_x == 0, "no horizontal scrollbar"
+        await pilot.press("d")
+        await settle(pilot)
+        assert "text" in {str(k.value) for k in table.columns} and table.max_scroll_x == 0
+        await pilot.press("d")
+        await pilot.resize_terminal(80, 24)  # wider: the columns are fitted again
+        await settle(pilot)
+        assert [str(k.value) for k in table.columns] == ["#", "role", "tok", "name", "text"]
+        await pilot.resize_terminal(60, 20)
+        app.open_why(wrong_run)
+        await settle(pilot)
+        dropped = app.screen.query_one(NotInContextTable)
+        assert dropped.row_count == 2 and dropped.max_scroll_x == 0, "not in context: no horizontal scrollbar"
+        assert dropped.columns["text"].width >= text_room(60) - 2  # type: ignore[index]
+    columns = [("#", 2), ("role", 9), ("tok", 4), ("name", 20)]
+    assert [label for label, _ in fit_columns(40, columns, SNAPSHOT_GIVES_WAY)] == [
+        "#", "name", "text"]  # narrower still: the role goes too

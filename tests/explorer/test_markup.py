@@ -78,3 +78,37 @@ async def test_a_persona_named_like_markup_is_listed_as_it_is(open_app: Callable
         await settle(pilot)
         assert isinstance(app.screen, SandboxScreen)
         assert str(app.screen.query_one("#personas").get_row_at(0)[0]).startswith("Bob [/b]")  # type: ignore[attr-defined]
+
+
+async def test_a_session_named_like_markup_is_kept_as_a_filter_and_shown_as_it_is(
+    open_app: Callable[..., ExplorerApp], tmp_path: Path, settle: Any
+) -> None:
+    """`f` on a run of session ``bad [/b] sess`` stopped the app with a MarkupError (the filters label is a
+    Static, which reads a str as markup), and a session ``chat-[x]`` was shown as ``session=chat-``."""
+    from explorer.screens.runs import RunsScreen
+
+    path = tmp_path / "sessions.duckdb"
+
+    def record() -> None:
+        with Store.open(path) as store:
+            for session in ("bad [/b] sess", "chat-[x]", "ok-sess"):
+                agent = Agent("[bold]agent", provider=FunctionModel(lambda _r: "answer [/red] x"),
+                              recorder=Recorder(store), session_id=session)
+                asyncio.run(agent.run("hello [/b] world"))
+
+    await asyncio.to_thread(record)
+    app = open_app(path, read_only=True)
+    async with app.run_test(size=(100, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen)
+        table = screen.query_one(RunsTable)
+        for session in ("chat-[x]", "bad [/b] sess"):
+            table.move_cursor(row=next(i for i, r in enumerate(table.runs.values()) if r.session_id == session))
+            await pilot.press("f")
+            await settle(pilot)
+            assert app.is_running and table.where.session_id == session
+            assert f"session={session}" in str(screen.query_one("#runs-filters").render())
+            assert [r.session_id for r in table.runs.values()] == [session]
+            await pilot.press("f")  # f again: every session
+            await settle(pilot)

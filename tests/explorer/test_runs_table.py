@@ -40,14 +40,34 @@ async def test_only_the_first_page_is_read_until_the_cursor_nears_its_end(
         table = app.screen.query_one(RunsTable)
         assert table.row_count == PAGE and table.total == PAGE * 2 + 50
         assert "100 of 250 runs loaded" in str(app.screen.query_one("#runs-status").render())
-        await pilot.press("end")  # the cursor to the last loaded row: the next page comes in
+        table.move_cursor(row=PAGE - 1)  # the cursor near the end of what is loaded: the next page comes in
         await settle(pilot)
         assert table.row_count == PAGE * 2
-        await pilot.press("end")
+        shown = [r.input for r in table.runs.values()]
+        assert shown == [f"question {n}" for n in range(249, 49, -1)], "newest first, no run twice, none skipped"
+
+
+async def test_end_goes_to_the_last_run_not_the_last_one_loaded(
+    open_app: Callable[..., ExplorerApp], many: Path, settle: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`end` reads what is not loaded yet (in pages of END_PAGE), then moves to the oldest run; `home` goes back."""
+    monkeypatch.setattr("explorer.components.runs_table.END_PAGE", 60)  # several pages to read on the way
+    app = open_app(many, read_only=True)
+    async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        assert table.row_count == PAGE * 2 + 50
-        inputs = [table.runs[str(table.coordinate_to_cell_key((i, 0))[0].value)].input for i in (0, 249)]
-        assert inputs == ["question 249", "question 0"], "newest first, no run twice, none skipped"
+        table = app.screen.query_one(RunsTable)
+        assert table.row_count == PAGE
+        await pilot.press("end")
+        await settle(pilot, rounds=8)
+        assert table.row_count == PAGE * 2 + 50 and table.cursor_row == table.row_count - 1
+        assert table.current_run is not None and table.current_run.input == "question 0"
+        assert "250 of 250 runs loaded" in str(app.screen.query_one("#runs-status").render())
+        inputs = [r.input for r in table.runs.values()]
+        assert inputs == [f"question {n}" for n in range(249, -1, -1)], "newest first, no run twice, none skipped"
+        await pilot.press("home")
+        assert table.cursor_row == 0
+        await pilot.press("end")  # all loaded now: straight there
+        assert table.cursor_row == table.row_count - 1
 
 
 async def test_a_live_source_shows_new_runs_without_moving_the_cursor(
