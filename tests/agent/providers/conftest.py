@@ -164,15 +164,25 @@ class OpenAIServer:
         return Handler
 
 
-@pytest.fixture
-def openai_server() -> Iterator[OpenAIServer]:
-    """A running loopback OpenAI-wire server, stopped after the test."""
+def _running_server() -> Iterator[OpenAIServer]:
     server = OpenAIServer()
     server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def openai_server() -> Iterator[OpenAIServer]:
+    """A running loopback OpenAI-wire server, stopped after the test."""
+    yield from _running_server()
+
+
+@pytest.fixture(scope="module")
+def module_openai_server() -> Iterator[OpenAIServer]:
+    """One loopback OpenAI-wire server for every test of a module (a property test's examples)."""
+    yield from _running_server()
 
 
 @pytest.fixture

@@ -211,13 +211,8 @@ class Logged(logging.Handler):
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[OpenAIServer]:
-    running = OpenAIServer()
-    running.start()
-    try:
-        yield running
-    finally:
-        running.stop()
+def server(module_openai_server: OpenAIServer) -> OpenAIServer:
+    return module_openai_server
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -32,13 +31,8 @@ _TLS = ssl.create_default_context()  # one for every example: building one reads
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[OpenAIServer]:
-    running = OpenAIServer()
-    running.start()
-    try:
-        yield running
-    finally:
-        running.stop()
+def server(module_openai_server: OpenAIServer) -> OpenAIServer:
+    return module_openai_server
 
 
 values = st.one_of(st.integers(-5, 500), st.text(max_size=8), st.booleans(), st.none())
