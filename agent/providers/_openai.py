@@ -152,6 +152,11 @@ class OpenAIProvider(Provider):
     it is this provider's own model: in a :class:`FallbackProvider` or :class:`ProviderRouter` it
     is asked whatever the agent names (see :attr:`configured_model`). Its repr and its errors show
     ``base_url`` with its credentials masked (:func:`masked_url`).
+
+    ``timeout`` (seconds) is the SDK's: how long the server may go without sending anything, on
+    connect and on each read, not a bound on the whole call. A streamed answer, or a server that
+    keeps a slow non-streamed one alive with whitespace (as some gateways do), may take longer; to
+    bound a whole turn, cancel it (``agent.cancel()``, or a timeout around ``agent.run``).
     """
 
     name = "openai"
