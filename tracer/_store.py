@@ -7,6 +7,7 @@ Other processes open it read-only when no writer holds it, or read through the h
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import os
@@ -352,6 +353,29 @@ class Store(RunFinding, RunReads):
         """Return once everything submitted so far is committed."""
         if self._writer is not None:
             self._writer.flush()
+
+    async def committed(self) -> None:
+        """Return once everything submitted so far is committed, as :meth:`flush`, but awaited: no
+        thread is held while it waits, and every wait that comes in while a batch is written is
+        answered by the next batch together (a host's concurrent turns share one commit). Raises
+        :class:`StoreError` when the rows could not be written."""
+        writer = self._writer
+        if writer is None:
+            return
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[BaseException | None] = loop.create_future()
+
+        def answer(error: BaseException | None) -> None:
+            if not done.done():
+                done.set_result(error)
+
+        def hand_over(error: BaseException | None) -> None:  # on the writer's thread
+            loop.call_soon_threadsafe(answer, error)
+
+        writer.when_committed(hand_over)
+        error = await done
+        if error is not None:
+            raise StoreError(f"writing to {self.path} failed: {error}") from error
 
     @property
     def write_failure(self) -> BaseException | None:

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -144,11 +144,12 @@ class StageRows:
 
 
 class _Flush:
-    __slots__ = ("done", "error")
+    __slots__ = ("done", "error", "then")
 
-    def __init__(self) -> None:
+    def __init__(self, then: Callable[[BaseException | None], None] | None = None) -> None:
         self.done = threading.Event()
         self.error: BaseException | None = None
+        self.then = then  # called on the writer's thread once committed, with the error or None
 
 
 _STOP = object()
@@ -377,6 +378,17 @@ class Writer:
         if marker.error is not None:
             raise StoreError(f"writing to {self._path} failed: {marker.error}") from marker.error
 
+    def when_committed(self, then: Callable[[BaseException | None], None]) -> None:
+        """Call ``then(error)`` once everything queued so far is committed (``error`` None), or could
+        not be: on the writer's thread, so it must only hand over (``loop.call_soon_threadsafe``).
+        Markers queued while a batch is written are answered by the next batch, all at once."""
+        if not self._thread.is_alive() or self._closing:
+            then(self._failure)  # closed: what it held is committed (or failed with this)
+            return
+        self._pending.append(_Flush(then))
+        self._urgent = True
+        self._wake.set()
+
     def close(self) -> None:
         """Flush and stop the thread."""
         self._closing = True
@@ -426,6 +438,9 @@ class Writer:
                 if isinstance(marker, _Flush):
                     marker.error = error or self._failure
                     marker.done.set()
+                    if marker.then is not None:
+                        with suppress(Exception):  # a closed event loop: nobody waits
+                            marker.then(marker.error)
                 elif marker is _STOP:
                     stop = True
             if stop:

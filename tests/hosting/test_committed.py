@@ -1,4 +1,4 @@
-"""Replies wait for their runs' recordings: one group-committed flush for many turns.
+"""Replies wait for their runs' recordings: one commit of the writer for many turns.
 
 The real crash (SIGKILL under ``exit`` durability) is tests/hosting/test_crash.py; these check
 the order in process: a flush that began after the run ended, before the session save and the
@@ -8,7 +8,7 @@ reply, and a durable session's run reports held until then.
 from __future__ import annotations
 
 import asyncio
-import threading
+import contextlib
 from typing import Any
 
 from agent.durable import (
@@ -20,44 +20,33 @@ from agent.durable import (
 )
 from agent.providers import FunctionModel, ModelRequest
 from hosting import DurableHost, InMemorySessions, standing_agent
-from hosting._committed import GroupFlush
 from tests.hosting.hostkit import make_agent
 from tracer import Durability, Recorder, Store
 
 
-async def test_waits_share_one_flush_and_a_wait_during_a_flush_gets_the_next() -> None:
-    release = threading.Event()
-    began: list[int] = []
-    ended: list[int] = []
-
-    def flush() -> None:
-        began.append(len(began) + 1)
-        if len(began) == 1:
-            release.wait(10)
-        ended.append(began[-1])
-
-    group = GroupFlush(flush)
-    first = asyncio.ensure_future(group.wait())
-    while not began:
-        await asyncio.sleep(0.005)
-    # these arrive while flush 1 runs: it may have begun before their rows were submitted
-    later = [asyncio.ensure_future(group.wait()) for _ in range(5)]
-    await asyncio.sleep(0.05)
-    assert not any(t.done() for t in later) and began == [1]
-    release.set()
-    await first
-    await asyncio.gather(*later)
-    assert began == [1, 2] and ended == [1, 2]  # five waits, one more flush, begun after flush 1
-    assert (group.flushes, group.waits) == (2, 6)
+async def test_waits_coming_in_while_a_batch_is_written_share_the_next_commit(store: Store) -> None:
+    recorder = Recorder(store)
+    for n in range(5):  # rows queued, then many waits at once
+        run = recorder.start_run(agent="a", input=f"hi {n}")
+        run.end("answered", output="ok")
+    before = store.writer_stats["batches"]
+    await asyncio.gather(*(store.committed() for _ in range(50)))
+    assert store.writer_stats["batches"] - before <= 3  # 50 waits, a batch or two
+    assert len(store.list_runs()) == 5
+    await store.committed()  # nothing queued: answered by the next (empty) batch
 
 
-async def test_a_flush_error_reaches_every_waiter() -> None:
-    def broken() -> None:
-        raise OSError("disk gone")
-
-    group = GroupFlush(broken)
-    results = await asyncio.gather(*(group.wait() for _ in range(3)), return_exceptions=True)
-    assert [type(r) for r in results] == [OSError] * 3
+async def test_a_write_error_reaches_every_waiter(tmp_path: Any) -> None:
+    broken = Store.open(tmp_path / "broken.duckdb")
+    recorder = Recorder(broken)
+    broken._writer._write = lambda bundles: (_ for _ in ()).throw(OSError("disk gone"))  # type: ignore[union-attr]
+    run = recorder.start_run(agent="a", input="hi")
+    run.end("answered", output="ok")
+    results = await asyncio.gather(*(broken.committed() for _ in range(3)), return_exceptions=True)
+    assert [type(r).__name__ for r in results] == ["StoreError"] * 3
+    assert all("disk gone" in str(r) for r in results)
+    with contextlib.suppress(Exception):
+        broken.close()
 
 
 class _Spy:
@@ -65,17 +54,17 @@ class _Spy:
 
     def __init__(self, store: Store, sessions: InMemorySessions) -> None:
         self.log: list[str] = []
-        real_flush, real_save = store.flush, sessions.save
+        real_committed, real_save = store.committed, sessions.save
 
-        def flush() -> None:
+        async def committed() -> None:
             self.log.append("flush")
-            real_flush()
+            await real_committed()
 
         async def save(envelope: Any, **kwargs: Any) -> Any:
             self.log.append("save")
             return await real_save(envelope, **kwargs)
 
-        store.flush = flush  # type: ignore[method-assign]
+        store.committed = committed  # type: ignore[method-assign]
         sessions.save = save  # type: ignore[method-assign]
 
 
@@ -113,22 +102,23 @@ async def test_under_sync_nothing_waits_for_a_flush(store: Store) -> None:
 async def test_concurrent_turns_share_flushes(store: Store) -> None:
     recorder = Recorder(store)
     host = standing_agent(agent_factory=lambda: make_agent(recorder=recorder), sessions=InMemorySessions())
+    before = store.writer_stats["batches"]
     replies = await asyncio.gather(*(host.handle("hello", session_id=f"s{n}") for n in range(40)))
-    flushes, waits = host._turns.commits.flush_counts()
-    assert waits == 40 and flushes < 20, (flushes, waits)
+    batches = store.writer_stats["batches"] - before
+    assert batches < 20, batches  # 40 turns' waits shared the writer's commits
     assert {store.get_run(r.run_id or "").status for r in replies} == {"answered"}
     await host.close()
 
 
 async def test_a_durable_sessions_run_reports_wait_for_the_recording(store: Store) -> None:
-    release = threading.Event()
-    real_flush = store.flush
+    release = asyncio.Event()
+    real_committed = store.committed
 
-    def slow_flush() -> None:
-        release.wait(10)
-        real_flush()
+    async def slow_committed() -> None:
+        await release.wait()
+        await real_committed()
 
-    store.flush = slow_flush  # type: ignore[method-assign]
+    store.committed = slow_committed  # type: ignore[method-assign]
     recorder = Recorder(store, durability=Durability.EXIT)
 
     def echo(request: ModelRequest) -> str:
