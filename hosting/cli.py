@@ -48,7 +48,15 @@ def host_token(token: str | None) -> str | None:
     if token is not None and not token.strip():
         raise click.BadParameter("an empty token would refuse every request: give one, or leave --token and "
                                  "FOOTPRINT_TOKEN unset for a host without one", param_hint="--token")
+    if token is not None and len(token) < MIN_TOKEN_LENGTH:
+        # the host masks its token in everything it records: a token 'T' masked every capital T
+        raise click.BadParameter(f"a token of {len(token)} character(s) is too easy to guess, and the host masks its "
+                                 f"token in everything it records, so ordinary text holding it would be masked too: "
+                                 f"give at least {MIN_TOKEN_LENGTH} characters", param_hint="--token")
     return token
+
+
+MIN_TOKEN_LENGTH = 6
 
 
 def agent_builder(spec: str) -> tuple[Callable[[Recorder], Agent], str]:

@@ -166,6 +166,15 @@ def test_an_empty_token_is_refused_not_served_as_a_host_nobody_can_use(
     assert not (tmp_path / "s.duckdb").exists()
 
 
+@pytest.mark.parametrize("token", ["T", "ab12"])
+def test_a_token_short_enough_to_mask_ordinary_text_is_refused(tmp_path: Path, token: str) -> None:
+    result = CliRunner().invoke(cli, ["serve", "--token", token, "--port", "0", "--agent", "echo", "--db",
+                                      str(tmp_path / "s.duckdb")])
+    assert result.exit_code == 2, result.output
+    assert f"a token of {len(token)} character(s) is too easy to guess" in result.output
+    assert "give at least 6 characters" in result.output and not (tmp_path / "s.duckdb").exists()
+
+
 @pytest.mark.parametrize(("options", "says"), [
     (("--sessions", "postgresql://nobody:hunter2@127.0.0.1:1/x"),
      "cannot reach the PostgreSQL session store postgresql://nobody:***@127.0.0.1:1/x"),
