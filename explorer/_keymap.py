@@ -19,7 +19,9 @@ from textual.screen import Screen
 
 #: What every list of the explorer understands (see components/_keys.py), and the app-wide keys.
 COMMON_KEYS: list[tuple[str, str]] = [
-    ("↑ ↓  j k", "move in a list; pgup pgdn: a page; home end: first, last"),
+    ("↑ ↓  j k", "move in a list"),
+    ("pgup pgdn", "a page up or down"),
+    ("home end", "the first row, the last row"),
     ("enter", "open what the cursor is on"),
     ("ctrl+p", "the command palette: this screen's actions by name"),
     ("? f1", "these keys"),
