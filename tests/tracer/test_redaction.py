@@ -140,7 +140,9 @@ def test_redaction_can_be_switched_off(tmp_path: Path) -> None:
 
 
 def _scanned(policy: RedactionPolicy, value: str) -> str:
-    """What text() returns without its literal guard: every pattern's substitution in turn."""
+    """What text() returns without its literal guard: the sensitive keys' fields masked (as text()
+    does first), then every pattern's substitution in turn."""
+    value = policy._keys_inside(value)
     for pattern in policy._compiled:
         value = masked_matches(pattern, value)
     return value
