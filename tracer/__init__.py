@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from ._lineage import child_run_ids, child_runs, started_run
     from ._listeners import RecordedStage, RecordingListener, feed_listener, recorded_stages
     from ._names import item_names, resolve_item
+    from ._null_recorder import NullRecorder
     from ._rank import RankedItem, earlier_verdicts, rank
-    from ._recorder import Durability, NullRecorder, Recorder, RunRecording, StageRecording
+    from ._recorder import Durability, Recorder, RunRecording, StageRecording
     from ._records import (
         CHILD_RUN,
         PARENT_AGENT,
@@ -111,7 +112,7 @@ _EXPORTS: dict[str, str] = {
     "NewerSchemaError": ".errors",
     "NotAStoreError": ".errors",
     "NotFoundError": ".errors",
-    "NullRecorder": "._recorder",
+    "NullRecorder": "._null_recorder",
     "Origin": "._records",
     "OriginKind": "._records",
     "RankedItem": "._rank",
